@@ -1,0 +1,330 @@
+"""Encoder/decoder for the frontend <-> worker wire protocol (docs/protocol.md, version 1).
+
+Every integer is unsigned big-endian. A frame is ``length:u32 type:u8 batch_id:u32 body`` where
+``length`` counts the bytes after itself. This module is pure (no sockets): ``FrameReader``
+adapts it to any object with ``recv_into``/``recv``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Protocol
+
+HEADER_SIZE = 9  # length:u32 + type:u8 + batch_id:u32
+WORKER_MAX_FRAME = 2 * 1024 * 1024 * 1024  # 2 GiB (counted as `length`)
+_U32 = struct.Struct(">I")
+_HEAD = struct.Struct(">IBI")
+_U32_MAX = 0xFFFFFFFF
+
+
+class FrameType(IntEnum):
+    LOAD = 0x01
+    INFERENCE = 0x02
+    PING = 0x03
+    STOP = 0x04
+    LOADED = 0x11
+    RESULT = 0x12
+    CHUNK = 0x13
+    PONG = 0x14
+    METRICS = 0x15
+    ERROR = 0x1F
+
+
+JSON_TYPES = frozenset(
+    {FrameType.LOAD, FrameType.LOADED, FrameType.PONG, FrameType.METRICS, FrameType.ERROR}
+)
+EMPTY_TYPES = frozenset({FrameType.PING, FrameType.STOP})
+RESPONSE_TYPES = frozenset({FrameType.RESULT, FrameType.CHUNK})
+
+
+class ProtocolError(ValueError):
+    """A frame that does not follow docs/protocol.md."""
+
+
+@dataclass
+class Part:
+    """One input of a request: ``body`` for a raw body, else a multipart/form field name."""
+
+    name: str
+    content_type: str
+    value: bytes
+
+
+@dataclass
+class Request:
+    request_id: str
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)
+
+
+@dataclass
+class Response:
+    request_id: str
+    status: int = 200
+    message: str = ""
+    content_type: str = ""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+
+
+@dataclass
+class Frame:
+    type: FrameType
+    batch_id: int
+    body: bytes = b""
+
+
+# ---------------------------------------------------------------------------- primitives
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self._chunks: list[bytes] = []
+
+    def u32(self, value: int) -> None:
+        if not 0 <= value <= _U32_MAX:
+            raise ProtocolError(f"value {value} does not fit in u32")
+        self._chunks.append(_U32.pack(value))
+
+    def raw(self, data: bytes) -> None:
+        self.u32(len(data))
+        self._chunks.append(bytes(data))
+
+    def str(self, text: str) -> None:
+        self.raw(text.encode("utf-8"))
+
+    def getvalue(self) -> bytes:
+        return b"".join(self._chunks)
+
+
+class _Reader:
+    def __init__(self, data: bytes | memoryview, what: str) -> None:
+        self._view = memoryview(data)
+        self._pos = 0
+        self._what = what
+
+    def _take(self, n: int, field_name: str) -> memoryview:
+        end = self._pos + n
+        if end > len(self._view):
+            raise ProtocolError(
+                f"truncated {self._what}: {field_name} needs {n} bytes at offset {self._pos}, "
+                f"only {len(self._view) - self._pos} left"
+            )
+        chunk = self._view[self._pos : end]
+        self._pos = end
+        return chunk
+
+    def u32(self, field_name: str) -> int:
+        return _U32.unpack(self._take(4, field_name))[0]
+
+    def raw(self, field_name: str) -> bytes:
+        return bytes(self._take(self.u32(field_name + " length"), field_name))
+
+    def str(self, field_name: str) -> str:
+        data = self.raw(field_name)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"{self._what}: {field_name} is not valid UTF-8 ({exc})") from None
+
+    def count(self, field_name: str, min_item_size: int) -> int:
+        n = self.u32(field_name)
+        # Reject absurd counts before allocating: each item needs at least min_item_size bytes.
+        if n * min_item_size > len(self._view) - self._pos:
+            raise ProtocolError(f"truncated {self._what}: {field_name}={n} exceeds the body size")
+        return n
+
+    def finish(self) -> None:
+        if self._pos != len(self._view):
+            raise ProtocolError(
+                f"{self._what}: {len(self._view) - self._pos} unexpected trailing bytes"
+            )
+
+
+# ---------------------------------------------------------------------------- frames
+
+
+def encode_frame(frame_type: FrameType | int, batch_id: int, body: bytes = b"") -> bytes:
+    """Frame header + body as one bytes object."""
+    if not 0 <= batch_id <= _U32_MAX:
+        raise ProtocolError(f"batch_id {batch_id} does not fit in u32")
+    length = 5 + len(body)
+    if length > _U32_MAX:
+        raise ProtocolError(f"frame body of {len(body)} bytes is too large for the protocol")
+    return _HEAD.pack(length, int(frame_type), batch_id) + body
+
+
+def parse_header(header: bytes, max_length: int = WORKER_MAX_FRAME) -> tuple[int, FrameType, int]:
+    """Return (length, type, batch_id) of a 9-byte header, validating length and type."""
+    if len(header) != HEADER_SIZE:
+        raise ProtocolError(f"frame header must be {HEADER_SIZE} bytes, got {len(header)}")
+    length, type_code, batch_id = _HEAD.unpack(header)
+    if length < 5:
+        raise ProtocolError(f"frame length {length} is smaller than the 5-byte minimum")
+    if length > max_length:
+        raise ProtocolError(f"frame of {length} bytes exceeds the limit of {max_length} bytes")
+    try:
+        frame_type = FrameType(type_code)
+    except ValueError:
+        raise ProtocolError(f"unknown frame type 0x{type_code:02X}") from None
+    return length, frame_type, batch_id
+
+
+def decode_frame(data: bytes, max_length: int = WORKER_MAX_FRAME) -> Frame:
+    """Decode exactly one complete frame (no trailing bytes)."""
+    if len(data) < HEADER_SIZE:
+        raise ProtocolError(f"frame needs at least {HEADER_SIZE} bytes, got {len(data)}")
+    length, frame_type, batch_id = parse_header(data[:HEADER_SIZE], max_length)
+    if len(data) != 4 + length:
+        raise ProtocolError(f"frame length field says {length} but {len(data) - 4} bytes follow")
+    return Frame(frame_type, batch_id, bytes(data[HEADER_SIZE:]))
+
+
+# ---------------------------------------------------------------------------- json bodies
+
+
+def encode_json_body(obj: Any) -> bytes:
+    """Compact UTF-8 JSON (separators ``,``/``:``, non-ASCII kept as UTF-8)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def decode_json_body(body: bytes, what: str = "json body") -> Any:
+    try:
+        return json.loads(body.decode("utf-8")) if body else {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"{what} is not valid UTF-8 JSON: {exc}") from None
+
+
+def encode_json_frame(frame_type: FrameType, batch_id: int, obj: Any) -> bytes:
+    if frame_type not in JSON_TYPES:
+        raise ProtocolError(f"{frame_type.name} does not carry a json body")
+    return encode_frame(frame_type, batch_id, encode_json_body(obj))
+
+
+# ---------------------------------------------------------------------------- batches
+
+
+def encode_batch(requests: list[Request]) -> bytes:
+    """INFERENCE body."""
+    w = _Writer()
+    w.u32(len(requests))
+    for req in requests:
+        w.str(req.request_id)
+        w.u32(len(req.headers))
+        for name, value in req.headers:
+            w.str(name)
+            w.str(value)
+        w.u32(len(req.parts))
+        for part in req.parts:
+            w.str(part.name)
+            w.str(part.content_type)
+            w.raw(part.value)
+    return w.getvalue()
+
+
+def decode_batch(body: bytes) -> list[Request]:
+    r = _Reader(body, "INFERENCE batch")
+    requests = []
+    for i in range(r.count("request count", 12)):
+        rid = r.str(f"request[{i}].request_id")
+        headers = [
+            (r.str(f"request[{i}].header name"), r.str(f"request[{i}].header value"))
+            for _ in range(r.count(f"request[{i}].header_count", 8))
+        ]
+        parts = [
+            Part(r.str(f"request[{i}].part name"), r.str(f"request[{i}].part content_type"),
+                 r.raw(f"request[{i}].part value"))
+            for _ in range(r.count(f"request[{i}].part_count", 12))
+        ]
+        requests.append(Request(rid, headers, parts))
+    r.finish()
+    return requests
+
+
+# ---------------------------------------------------------------------------- responses
+
+
+def encode_responses(responses: list[Response]) -> bytes:
+    """RESULT / CHUNK body."""
+    w = _Writer()
+    w.u32(len(responses))
+    for resp in responses:
+        w.str(resp.request_id)
+        w.u32(resp.status)
+        w.str(resp.message)
+        w.str(resp.content_type)
+        w.u32(len(resp.headers))
+        for name, value in resp.headers:
+            w.str(name)
+            w.str(value)
+        w.raw(resp.body)
+    return w.getvalue()
+
+
+def decode_responses(body: bytes) -> list[Response]:
+    r = _Reader(body, "RESULT/CHUNK responses")
+    out = []
+    for i in range(r.count("response count", 24)):
+        rid = r.str(f"response[{i}].request_id")
+        status = r.u32(f"response[{i}].status")
+        message = r.str(f"response[{i}].message")
+        content_type = r.str(f"response[{i}].content_type")
+        headers = [
+            (r.str(f"response[{i}].header name"), r.str(f"response[{i}].header value"))
+            for _ in range(r.count(f"response[{i}].header_count", 8))
+        ]
+        out.append(Response(rid, status, message, content_type, headers,
+                            r.raw(f"response[{i}].body")))
+    r.finish()
+    return out
+
+
+def encode_inference(batch_id: int, requests: list[Request]) -> bytes:
+    return encode_frame(FrameType.INFERENCE, batch_id, encode_batch(requests))
+
+
+def encode_result(batch_id: int, responses: list[Response], chunk: bool = False) -> bytes:
+    ftype = FrameType.CHUNK if chunk else FrameType.RESULT
+    return encode_frame(ftype, batch_id, encode_responses(responses))
+
+
+# ---------------------------------------------------------------------------- streams
+
+
+class _Recv(Protocol):
+    def recv_into(self, buffer: memoryview, nbytes: int = ...) -> int: ...
+
+
+class ConnectionClosed(EOFError):
+    """The peer closed the socket (cleanly if between frames)."""
+
+    def __init__(self, message: str, clean: bool) -> None:
+        super().__init__(message)
+        self.clean = clean
+
+
+def _recv_exact(sock: _Recv, n: int, clean_ok: bool) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            clean = clean_ok and got == 0
+            raise ConnectionClosed(
+                "connection closed" if clean else f"connection closed mid-frame ({got}/{n} bytes)",
+                clean,
+            )
+        got += k
+    return buf
+
+
+def read_frame(sock: _Recv, max_length: int = WORKER_MAX_FRAME) -> Frame:
+    """Block until one whole frame arrived; ConnectionClosed on EOF, ProtocolError on garbage."""
+    header = bytes(_recv_exact(sock, HEADER_SIZE, clean_ok=True))
+    length, frame_type, batch_id = parse_header(header, max_length)
+    body = bytes(_recv_exact(sock, length - 5, clean_ok=False)) if length > 5 else b""
+    return Frame(frame_type, batch_id, body)
