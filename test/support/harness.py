@@ -1,0 +1,255 @@
+"""Test harness: start the real tserve server on free 127.0.0.1 ports, build archives, stop cleanly.
+
+The server is launched with the same command line the `torchserve` CLI builds
+(`ts.model_server.build_java_command`), in its own work directory (key_file.json, logs) and its
+own process group, so a test never touches another test's files or processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from ts import model_server
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_port_block(size: int, start: int = 20000, end: int = 60000) -> int:
+    """The first port of `size` consecutive free ports (for worker and torchrun port ranges)."""
+    rng = int.from_bytes(os.urandom(2), "big")
+    for attempt in range(200):
+        base = start + (rng + attempt * 97) % (end - start - size)
+        if all(_port_free(base + i) for i in range(size)):
+            return base
+    raise RuntimeError(f"no block of {size} free ports found")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
+    """Poll `predicate` until it returns a truthy value or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.1f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def build_mar(
+    export_path: Path,
+    model_name: str,
+    handler: str | Path,
+    *,
+    version: str = "1.0",
+    serialized_file: str | Path | None = None,
+    model_file: str | Path | None = None,
+    extra_files: Iterable[str | Path] | None = None,
+    config_file: str | Path | None = None,
+    config_yaml: str | None = None,
+    requirements_file: str | Path | None = None,
+    archive_format: str = "default",
+    runtime: str = "python",
+) -> Path:
+    """Build an archive with the project's own archiver (its Python API) and return its path."""
+    from model_archiver import ModelArchiver, ModelArchiverConfig
+
+    export_path = Path(export_path)
+    export_path.mkdir(parents=True, exist_ok=True)
+    if config_yaml is not None:
+        staging = Path(tempfile.mkdtemp(prefix=f"{model_name}-cfg-"))
+        config_file = staging / "model-config.yaml"
+        config_file.write_text(config_yaml)
+    config = ModelArchiverConfig(
+        model_name=model_name,
+        handler=str(handler),
+        version=version,
+        serialized_file=str(serialized_file) if serialized_file else None,
+        model_file=str(model_file) if model_file else None,
+        extra_files=",".join(str(f) for f in extra_files) if extra_files else None,
+        runtime=runtime,
+        export_path=str(export_path),
+        archive_format=archive_format,
+        force=True,
+        requirements_file=str(requirements_file) if requirements_file else None,
+        config_file=str(config_file) if config_file else None,
+    )
+    return Path(ModelArchiver.generate_model_archive(config))
+
+
+class Server:
+    """The real server in a private work directory. Use as a context manager.
+
+    `config` entries are written into the server's config.properties and win over the
+    harness defaults (free ports, model store, token auth and model API switches).
+    """
+
+    def __init__(
+        self,
+        model_store: Path,
+        config: dict[str, Any] | None = None,
+        *,
+        token_auth: bool = False,
+        model_api: bool = True,
+        models: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        workdir: Path | None = None,
+        start_timeout: float = 90.0,
+    ) -> None:
+        self.model_store = Path(model_store)
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="tserve-test-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = self.workdir / "logs"
+        self.tmp_dir = self.workdir / "tmp"
+        self.tmp_dir.mkdir(exist_ok=True)
+        self.inference_port, self.management_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.grpc_inference_port, self.grpc_management_port = free_port(), free_port()
+        self.config: dict[str, Any] = {
+            "inference_address": f"http://127.0.0.1:{self.inference_port}",
+            "management_address": f"http://127.0.0.1:{self.management_port}",
+            "metrics_address": f"http://127.0.0.1:{self.metrics_port}",
+            "grpc_inference_address": "127.0.0.1",
+            "grpc_management_address": "127.0.0.1",
+            "grpc_inference_port": self.grpc_inference_port,
+            "grpc_management_port": self.grpc_management_port,
+            "initial_worker_port": free_port_block(64),
+            "initial_distribution_port": free_port_block(64),
+            "model_store": str(self.model_store),
+            "disable_token_authorization": "false" if token_auth else "true",
+            "enable_model_api": "true" if model_api else "false",
+            "default_workers_per_model": 1,
+        }
+        self.config.update(config or {})
+        self.models = models
+        self.env = env or {}
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen | None = None
+        self.stdout_path = self.workdir / "stdout.log"
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def config_path(self) -> Path:
+        return self.workdir / "config.properties"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "server not started"
+        return self.proc.pid
+
+    def start(self) -> Server:
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.config.items()))
+        cmd = model_server.build_java_command(
+            model_store=self.model_store, ts_config=self.config_path, models=self.models, tmp_dir=self.tmp_dir
+        )
+        env = {**os.environ, "LOG_LOCATION": str(self.log_dir), "METRICS_LOCATION": str(self.log_dir), "TMPDIR": str(self.tmp_dir)}
+        env.pop("TS_CONFIG_FILE", None)
+        env.update(self.env)
+        with open(self.stdout_path, "wb") as out:
+            self.proc = subprocess.Popen(cmd, cwd=self.workdir, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for(self._ready, self.start_timeout, interval=0.05, what="'Model server started.'")
+        except Exception:
+            output = self.output()
+            self.stop()
+            raise RuntimeError(f"server failed to start:\n{output[-4000:]}") from None
+        return self
+
+    def _ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"server exited with status {self.proc.returncode}:\n{self.output()[-4000:]}")
+        return model_server.READY_LINE in self.output()
+
+    def output(self) -> str:
+        try:
+            return self.stdout_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM the frontend, wait, then SIGKILL its whole process group. Returns its exit code."""
+        if self.proc is None:
+            return None
+        tree = model_server.descendants(self.proc.pid)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        for pid in [self.proc.pid, *tree]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        code = self.proc.wait(10)
+        return code
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- clients ---------------------------------------------------------------------------
+
+    @property
+    def inference_url(self) -> str:
+        return f"http://127.0.0.1:{self.inference_port}"
+
+    @property
+    def management_url(self) -> str:
+        return f"http://127.0.0.1:{self.management_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}"
+
+    def keys(self) -> dict[str, Any]:
+        """The token file the server wrote (token auth on)."""
+        return json.loads((self.workdir / "key_file.json").read_text())
+
+    def register(self, url: str, timeout: float = 120.0, **params: Any) -> requests.Response:
+        params = {"url": url, "synchronous": "true", **params}
+        return requests.post(f"{self.management_url}/models", params=params, timeout=timeout)
+
+    def predict(self, model: str, data: bytes | str | None = None, version: str | None = None, **kw: Any) -> requests.Response:
+        path = f"/predictions/{model}" + (f"/{version}" if version else "")
+        return requests.post(self.inference_url + path, data=data, timeout=kw.pop("timeout", 60), **kw)
+
+    def logs(self, name: str = "ts_log.log") -> str:
+        try:
+            return (self.log_dir / name).read_text(errors="replace")
+        except OSError:
+            return ""

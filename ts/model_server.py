@@ -1,0 +1,353 @@
+"""The `torchserve` command: starts, stops and supervises the Java frontend.
+
+Same flags and messages as TorchServe 0.12's launcher, so scripts written for it keep working.
+The frontend runs detached (its output goes to `<log dir>/ts_stdout.log`, which `--start`
+follows until the server says `Model server started.`) or in the foreground (`--foreground`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import ts
+
+MAIN_CLASS = "org.tserve.ModelServer"
+READY_LINE = "Model server started."
+MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-.]*$")
+JAVA_PACKAGE_HINT = "install a Java 17 runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+DEFAULT_VMARGS = ["-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError"]
+START_TIMEOUT_S = 300.0
+STOP_TIMEOUT_S = 60.0
+
+
+class LauncherError(Exception):
+    """A problem the user can fix; printed as one line, exit status 1."""
+
+
+def server_home() -> Path:
+    """The directory that contains the `ts` package (TorchServe's `model_server_home`)."""
+    return Path(ts.__file__).resolve().parent.parent
+
+
+def frontend_jar() -> Path:
+    return Path(ts.__file__).resolve().parent / "frontend" / "tserve-frontend.jar"
+
+
+def pid_file() -> Path:
+    return Path(tempfile.gettempdir()) / ".model_server.pid"
+
+
+def log_dir() -> Path:
+    return Path(os.environ.get("LOG_LOCATION", "logs")).resolve()
+
+
+def find_java() -> str:
+    """JAVA_HOME first, then PATH, as TorchServe does."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home) / "bin" / "java"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+        raise LauncherError(f"JAVA_HOME is set to {java_home} but {candidate} is not an executable; fix JAVA_HOME or {JAVA_PACKAGE_HINT}.")
+    found = shutil.which("java")
+    if not found:
+        raise LauncherError(f"Java was not found on PATH: {JAVA_PACKAGE_HINT}.")
+    return found
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Minimal Java .properties reader: enough for the keys the launcher itself needs."""
+    props: dict[str, str] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = _split_property(line)
+        if sep:
+            props[key] = value
+    return props
+
+
+def _split_property(line: str) -> tuple[str, str, str]:
+    match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+    if not match:
+        return line, "", ""
+    return match.group(1), "=", match.group(2).strip()
+
+
+def validate_models(values: list[str]) -> list[str]:
+    """Check each `--models` value: `all`, `name=path`, or a bare path/URL."""
+    for value in values:
+        if value == "all":
+            continue
+        name, sep, url = value.partition("=")
+        if sep:
+            if not MODEL_NAME_RE.match(name) or not url:
+                raise LauncherError(
+                    f"Invalid --models value '{value}': use NAME=ARCHIVE (NAME starts with a letter or digit and holds only "
+                    "letters, digits, '_', '-', '.'), a bare ARCHIVE, or 'all'."
+                )
+        elif not value.strip():
+            raise LauncherError("Invalid --models value '': give NAME=ARCHIVE, ARCHIVE or 'all'.")
+    return values
+
+
+def build_java_command(
+    *,
+    model_store: Path | None,
+    ts_config: Path | None = None,
+    models: list[str] | None = None,
+    no_config_snapshots: bool = False,
+    disable_token_auth: bool = False,
+    enable_model_api: bool = False,
+    vmargs: list[str] | None = None,
+    java: str | None = None,
+    tmp_dir: Path | None = None,
+) -> list[str]:
+    """The frontend's command line; the test harness uses this same function."""
+    jar = frontend_jar()
+    if not jar.is_file():
+        raise LauncherError(f"The frontend jar is missing at {jar}: build it with 'make install' (or 'gradle --offline packageJar').")
+    cmd = [java or find_java(), *(vmargs if vmargs is not None else DEFAULT_VMARGS)]
+    cmd += [f"-Dmodel_server_home={server_home()}", f"-Djava.io.tmpdir={tmp_dir or tempfile.gettempdir()}"]
+    cmd += ["-cp", str(jar), MAIN_CLASS, "--python", sys.executable]
+    if ts_config is not None:
+        cmd += ["-f", str(ts_config)]
+    if model_store is not None:
+        cmd += ["-s", str(model_store)]
+    for model in models or []:
+        cmd += ["-m", model]
+    if no_config_snapshots:
+        cmd.append("-ncs")
+    if disable_token_auth:
+        cmd.append("-dt")
+    if enable_model_api:
+        cmd.append("-mapi")
+    return cmd
+
+
+def running_pid() -> int | None:
+    """The pid in the pid file, if that process is alive and is a tserve frontend."""
+    path = pid_file()
+    try:
+        pid = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return None
+    return pid if MAIN_CLASS in cmdline else None
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (workers, torchrun agents and their ranks), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie has exited: only its parent's wait() is missing
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def stop_process_tree(pid: int, timeout: float = STOP_TIMEOUT_S) -> bool:
+    """SIGTERM the frontend (it stops its workers), then SIGKILL whatever is left. True if graceful."""
+    tree = descendants(pid)
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return True
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    graceful = not _alive(pid)
+    leftovers = [p for p in [pid, *tree, *descendants(pid)] if _alive(p)]
+    for p in leftovers:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return graceful and not leftovers
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="torchserve", description="tserve: a TorchServe-compatible model server")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--start", action="store_true", help="start the model server (the default action)")
+    action.add_argument("--stop", action="store_true", help="stop the running model server and its workers")
+    action.add_argument("-v", "--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--ts-config", dest="ts_config", help="configuration file (config.properties)")
+    parser.add_argument("--model-store", dest="model_store", help="directory holding model archives")
+    parser.add_argument("--workflow-store", dest="workflow_store", help="not supported by tserve")
+    parser.add_argument("--models", nargs="+", help="models to load at startup: NAME=ARCHIVE, ARCHIVE or 'all'")
+    parser.add_argument("--log-config", dest="log_config", help="TorchServe log4j2 file (accepted, not interpreted)")
+    parser.add_argument("--cpp-log-config", dest="cpp_log_config", help=argparse.SUPPRESS)
+    parser.add_argument("--foreground", action="store_true", help="stay attached to the server until it exits")
+    parser.add_argument("--no-config-snapshots", "--ncs", dest="ncs", action="store_true", help="do not write config snapshots")
+    parser.add_argument("--plugins-path", "--ppath", dest="plugins_path", help=argparse.SUPPRESS)
+    parser.add_argument("--disable-token-auth", "--dt", dest="disable_token_auth", action="store_true", help="turn off token authorization")
+    parser.add_argument("--enable-model-api", dest="enable_model_api", action="store_true", help="allow registering and unregistering models")
+    return parser
+
+
+def _resolve_start(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """Validate the start options and return the frontend command and the config it read."""
+    if args.workflow_store:
+        raise LauncherError("--workflow-store: workflows are not supported by tserve (TorchServe 0.12 disabled workflow registration too); remove the option.")
+    if args.plugins_path:
+        raise LauncherError("--plugins-path: Java frontend plugins are not supported by tserve; remove the option.")
+    config_path = os.environ.get("TS_CONFIG_FILE") or args.ts_config
+    props: dict[str, str] = {}
+    ts_config = None
+    if config_path:
+        ts_config = Path(config_path).resolve()
+        if not ts_config.is_file():
+            raise LauncherError(f"--ts-config {config_path}: file not found.")
+        props = read_properties(ts_config)
+    if args.log_config and not Path(args.log_config).is_file():
+        raise LauncherError(f"--log-config {args.log_config}: file not found.")
+    store = args.model_store or props.get("model_store")
+    if not store:
+        raise LauncherError("Missing --model-store: give the directory that holds your .mar files (or set model_store in --ts-config).")
+    model_store = Path(store).resolve()
+    if not model_store.is_dir():
+        raise LauncherError(f"--model-store {store}: directory not found; create it or point to the folder holding your .mar files.")
+    models = validate_models(args.models or [])
+    vmargs = props["vmargs"].split() if props.get("vmargs") else None
+    cmd = build_java_command(
+        model_store=model_store,
+        ts_config=ts_config,
+        models=models,
+        no_config_snapshots=args.ncs,
+        disable_token_auth=args.disable_token_auth,
+        enable_model_api=args.enable_model_api,
+        vmargs=vmargs,
+    )
+    return cmd, props
+
+
+def start(args: argparse.Namespace) -> int:
+    pid = running_pid()
+    if pid is not None:
+        print("TorchServe is already running, please use torchserve --stop to stop TorchServe.")
+        return 1
+    cmd, _ = _resolve_start(args)
+    if args.log_config:
+        print(f"Note: --log-config {args.log_config} is a log4j2 file; tserve's logs are configured by LOG_LOCATION and are not changed by it.")
+    logs = log_dir()
+    logs.mkdir(parents=True, exist_ok=True)
+    if args.foreground:
+        proc = subprocess.Popen(cmd)
+        pid_file().write_text(str(proc.pid))
+        forward = lambda signum, _frame: proc.send_signal(signum)
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        code = proc.wait()
+        pid_file().unlink(missing_ok=True)
+        return code
+    stdout_path = logs / "ts_stdout.log"
+    with open(stdout_path, "ab") as out:
+        offset = out.tell()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    pid_file().write_text(str(proc.pid))
+    ready = _follow_until_ready(proc, stdout_path, offset, START_TIMEOUT_S)
+    if not ready:
+        pid_file().unlink(missing_ok=True)
+        print(f"TorchServe failed to start (exit status {proc.returncode}); see {stdout_path}.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _follow_until_ready(proc: subprocess.Popen, stdout_path: Path, offset: int, timeout: float) -> bool:
+    """Echo what this start appends to the frontend's output until it is ready (True) or exits (False)."""
+    deadline = time.monotonic() + timeout
+    with open(stdout_path, "rb") as out:
+        out.seek(offset)
+        pending = b""
+        while time.monotonic() < deadline:
+            chunk = out.readline()
+            if chunk:
+                pending += chunk
+                if not chunk.endswith(b"\n"):
+                    continue
+                line = pending.decode(errors="replace")
+                pending = b""
+                print(line, end="", flush=True)
+                if READY_LINE in line:
+                    return True
+                continue
+            if proc.poll() is not None:
+                rest = (pending + out.read()).decode(errors="replace")
+                if rest:
+                    print(rest, end="")
+                return READY_LINE in rest
+            time.sleep(0.05)
+    raise LauncherError(f"The server did not report '{READY_LINE}' within {timeout:.0f} s; see {stdout_path}.")
+
+
+def stop() -> int:
+    pid = running_pid()
+    if pid is None:
+        print("TorchServe is not currently running.")
+        pid_file().unlink(missing_ok=True)
+        return 0
+    print(f"Stopping TorchServe (pid {pid})...", flush=True)
+    graceful = stop_process_tree(pid)
+    pid_file().unlink(missing_ok=True)
+    print("TorchServe has stopped." if graceful else f"TorchServe did not stop within {STOP_TIMEOUT_S:.0f} s and was killed.")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.version:
+            print(f"tserve {ts.__version__} (TorchServe 0.12 compatible)")
+            return 0
+        if args.stop:
+            return stop()
+        return start(args)
+    except LauncherError as err:
+        print(f"torchserve: error: {err}", file=sys.stderr)
+        return 1
+
+
+def start_cli() -> None:
+    """Console-script entry point (`torchserve`)."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    start_cli()
