@@ -218,14 +218,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-config-snapshots", "--ncs", dest="ncs", action="store_true", help="do not write config snapshots")
     parser.add_argument("--plugins-path", "--ppath", dest="plugins_path", help=argparse.SUPPRESS)
     parser.add_argument("--disable-token-auth", "--dt", dest="disable_token_auth", action="store_true", help="turn off token authorization")
-    parser.add_argument("--enable-model-api", dest="enable_model_api", action="store_true", help="allow registering and unregistering models")
+    parser.add_argument("--enable-model-api", dest="enable_model_api", action="store_true", help="allow (un)registering models")
     return parser
 
 
 def _resolve_start(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """Validate the start options and return the frontend command and the config it read."""
     if args.workflow_store:
-        raise LauncherError("--workflow-store: workflows are not supported by tserve (TorchServe 0.12 disabled workflow registration too); remove the option.")
+        raise LauncherError(
+            "--workflow-store: workflows are not supported by tserve (TorchServe 0.12 disabled workflow registration too); "
+            "remove the option."
+        )
     if args.plugins_path:
         raise LauncherError("--plugins-path: Java frontend plugins are not supported by tserve; remove the option.")
     config_path = os.environ.get("TS_CONFIG_FILE") or args.ts_config
@@ -265,13 +268,16 @@ def start(args: argparse.Namespace) -> int:
         return 1
     cmd, _ = _resolve_start(args)
     if args.log_config:
-        print(f"Note: --log-config {args.log_config} is a log4j2 file; tserve's logs are configured by LOG_LOCATION and are not changed by it.")
+        print(f"Note: --log-config {args.log_config} is a log4j2 file; tserve's logs follow LOG_LOCATION and ignore it.")
     logs = log_dir()
     logs.mkdir(parents=True, exist_ok=True)
     if args.foreground:
         proc = subprocess.Popen(cmd)
         pid_file().write_text(str(proc.pid))
-        forward = lambda signum, _frame: proc.send_signal(signum)
+
+        def forward(signum: int, _frame: object) -> None:
+            proc.send_signal(signum)
+
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
         code = proc.wait()
