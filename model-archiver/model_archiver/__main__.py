@@ -1,0 +1,7 @@
+"""``python -m model_archiver``: the same as the ``torch-model-archiver`` command."""
+
+import sys
+
+from .model_packaging import main
+
+sys.exit(main())
