@@ -1,0 +1,66 @@
+# tserve: `make demo` serves a prediction, `make test` runs every test. Each target installs
+# what is missing (apt packages, the .venv, the frontend jar) and is quiet when nothing is to do.
+
+SHELL := /bin/bash
+PY := .venv/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+GRADLE := gradle --offline --no-daemon -q
+JAR := ts/frontend/tserve-frontend.jar
+APT_PACKAGES := openjdk-17-jdk-headless gradle protobuf-compiler protobuf-compiler-grpc-java-plugin \
+  libnetty-java libgrpc-java libprotobuf-java libguava-java libperfmark-java libgoogle-common-protos-java \
+  libanimal-sniffer-java liberror-prone-java libjsr305-java libgeronimo-annotation-1.3-spec-java \
+  libgoogle-gson-java libslf4j-java libyaml-snake-java junit4
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle
+
+.PHONY: install apt venv jar demo test test-java test-python bench lint clean
+
+install: apt venv jar .venv/.installed
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing apt packages: $$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+venv: .venv/.torch
+
+.venv/.torch:
+	@test -x $(PY) || python3 -m venv .venv
+	@$(PY) -c "import torch" 2>/dev/null || { echo "Installing torch==2.13.0 (CPU wheel)"; $(PIP) install torch==2.13.0; }
+	@touch $@
+
+jar: $(JAR)
+
+$(JAR): $(FRONTEND_SOURCES) | apt
+	@echo "Building the frontend jar"
+	@$(GRADLE) packageJar
+
+.venv/.installed: pyproject.toml setup.py constraints.txt .venv/.torch $(JAR)
+	@echo "Installing tserve into .venv (pip install -e .[dev])"
+	@TSERVE_SKIP_JAVA_BUILD=1 $(PIP) install -c constraints.txt -e '.[dev]'
+	@touch $@
+
+demo: install
+	@bash examples/image_classifier/demo.sh
+
+test: install test-java test-python
+
+test-java:
+	@echo "== Java tests"
+	@$(GRADLE) test 2>&1 | grep -vE '^(openjdk version|OpenJDK Runtime|OpenJDK 64-Bit)' ; exit $${PIPESTATUS[0]}
+
+test-python:
+	@echo "== Python tests"
+	@rm -f .coverage .coverage.*
+	@HF_HUB_OFFLINE=1 $(PY) -m pytest --cov --cov-report=term:skip-covered -q
+
+bench: install
+	@bash benchmarks/run.sh
+
+lint: install
+	@.venv/bin/ruff check ts model-archiver test examples benchmarks
+
+clean:
+	rm -rf build frontend/build $(JAR) .pytest_cache .coverage .coverage.*
