@@ -114,10 +114,11 @@ def build_java_command(
     tmp_dir: Path | None = None,
 ) -> list[str]:
     """The frontend's command line; the test harness uses this same function."""
+    java = java or find_java()
     jar = frontend_jar()
     if not jar.is_file():
         raise LauncherError(f"The frontend jar is missing at {jar}: build it with 'make install' (or 'gradle --offline packageJar').")
-    cmd = [java or find_java(), *(vmargs if vmargs is not None else DEFAULT_VMARGS)]
+    cmd = [java, *(vmargs if vmargs is not None else DEFAULT_VMARGS)]
     cmd += [f"-Dmodel_server_home={server_home()}", f"-Djava.io.tmpdir={tmp_dir or tempfile.gettempdir()}"]
     cmd += ["-cp", str(jar), MAIN_CLASS, "--python", sys.executable]
     if ts_config is not None:

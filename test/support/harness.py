@@ -103,6 +103,30 @@ def build_mar(
     return Path(ModelArchiver.generate_model_archive(config))
 
 
+def server_config(model_store: Path, *, token_auth: bool = False, model_api: bool = True) -> dict[str, Any]:
+    """A config.properties mapping on free 127.0.0.1 ports, so servers in tests never collide."""
+    return {
+        "inference_address": f"http://127.0.0.1:{free_port()}",
+        "management_address": f"http://127.0.0.1:{free_port()}",
+        "metrics_address": f"http://127.0.0.1:{free_port()}",
+        "grpc_inference_address": "127.0.0.1",
+        "grpc_management_address": "127.0.0.1",
+        "grpc_inference_port": free_port(),
+        "grpc_management_port": free_port(),
+        "initial_worker_port": free_port_block(64),
+        "initial_distribution_port": free_port_block(64),
+        "model_store": str(model_store),
+        "disable_token_authorization": "false" if token_auth else "true",
+        "enable_model_api": "true" if model_api else "false",
+        "default_workers_per_model": 1,
+    }
+
+
+def write_config(path: Path, config: dict[str, Any]) -> Path:
+    path.write_text("".join(f"{key}={value}\n" for key, value in config.items()))
+    return path
+
+
 class Server:
     """The real server in a private work directory. Use as a context manager.
 
@@ -128,23 +152,12 @@ class Server:
         self.log_dir = self.workdir / "logs"
         self.tmp_dir = self.workdir / "tmp"
         self.tmp_dir.mkdir(exist_ok=True)
-        self.inference_port, self.management_port, self.metrics_port = free_port(), free_port(), free_port()
-        self.grpc_inference_port, self.grpc_management_port = free_port(), free_port()
-        self.config: dict[str, Any] = {
-            "inference_address": f"http://127.0.0.1:{self.inference_port}",
-            "management_address": f"http://127.0.0.1:{self.management_port}",
-            "metrics_address": f"http://127.0.0.1:{self.metrics_port}",
-            "grpc_inference_address": "127.0.0.1",
-            "grpc_management_address": "127.0.0.1",
-            "grpc_inference_port": self.grpc_inference_port,
-            "grpc_management_port": self.grpc_management_port,
-            "initial_worker_port": free_port_block(64),
-            "initial_distribution_port": free_port_block(64),
-            "model_store": str(self.model_store),
-            "disable_token_authorization": "false" if token_auth else "true",
-            "enable_model_api": "true" if model_api else "false",
-            "default_workers_per_model": 1,
-        }
+        self.config = server_config(self.model_store, token_auth=token_auth, model_api=model_api)
+        self.inference_port = int(self.config["inference_address"].rsplit(":", 1)[1])
+        self.management_port = int(self.config["management_address"].rsplit(":", 1)[1])
+        self.metrics_port = int(self.config["metrics_address"].rsplit(":", 1)[1])
+        self.grpc_inference_port = int(self.config["grpc_inference_port"])
+        self.grpc_management_port = int(self.config["grpc_management_port"])
         self.config.update(config or {})
         self.models = models
         self.env = env or {}
@@ -164,7 +177,7 @@ class Server:
         return self.proc.pid
 
     def start(self) -> Server:
-        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.config.items()))
+        write_config(self.config_path, self.config)
         cmd = model_server.build_java_command(
             model_store=self.model_store, ts_config=self.config_path, models=self.models, tmp_dir=self.tmp_dir
         )
