@@ -20,12 +20,14 @@ class BuildFrontend(build_py):
     """Builds the frontend jar from this tree so the installed jar always matches the sources."""
 
     def run(self) -> None:
+        # TSERVE_SKIP_JAVA_BUILD=1: the caller (make) built the jar already, or an editable
+        # install will find it in the tree once built.
         if os.environ.get("TSERVE_SKIP_JAVA_BUILD") != "1":
             # Offline against Debian's jars by default; TSERVE_GRADLE_ARGS="-Prepo=central" elsewhere.
             extra = shlex.split(os.environ.get("TSERVE_GRADLE_ARGS", "--offline"))
             subprocess.check_call(["gradle", "--no-daemon", "-q", *extra, "packageJar"], cwd=ROOT)
-        if not JAR.is_file():
-            raise SystemExit(f"frontend jar missing at {JAR}: the Gradle build did not produce it")
+            if not JAR.is_file():
+                raise SystemExit(f"frontend jar missing at {JAR}: the Gradle build did not produce it")
         super().run()
 
 
