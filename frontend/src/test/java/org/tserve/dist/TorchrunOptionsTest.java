@@ -1,0 +1,120 @@
+package org.tserve.dist;
+
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertNotEquals;
+import static org.junit.Assert.assertTrue;
+import static org.junit.Assert.fail;
+
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.Test;
+
+public class TorchrunOptionsTest {
+    private static Map<String, Object> block(Object... kv) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        for (int i = 0; i < kv.length; i += 2) {
+            m.put((String) kv[i], kv[i + 1]);
+        }
+        return m;
+    }
+
+    private static String refusal(String type, int level, Map<String, Object> torchrun) {
+        try {
+            TorchrunOptions.parse("m", type, level, torchrun);
+        } catch (IllegalArgumentException e) {
+            return e.getMessage();
+        }
+        fail("expected " + type + "/" + level + "/" + torchrun + " to be refused");
+        return null;
+    }
+
+    @Test
+    public void buildsTheTorchrunCommandOfTheWorkersPython() {
+        TorchrunOptions o = TorchrunOptions.parse("llama", "tp", 2, block("max-restarts", 2, "tee", "3"));
+        assertTrue(o.usesTorchrun());
+        assertTrue(o.broadcastsInference());
+        List<String> cmd = o.command("/venv/bin/python", "llama_29500", "127.0.0.1:29500", "/logs/torchelastic",
+                Arrays.asList("--sock-type", "unix", "--sock-name", "/tmp/s/.ts.sock.29500"));
+        assertEquals(Arrays.asList("/venv/bin/python", "-m", "torch.distributed.run", "--nnodes", "1",
+                "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:29500",
+                "--rdzv-id", "llama_29500", "--max-restarts", "2", "--log-dir", "/logs/torchelastic",
+                "--tee", "3", "-m", "ts.model_service_worker", "--sock-type", "unix", "--sock-name",
+                "/tmp/s/.ts.sock.29500"), cmd);
+        Map<String, String> env = o.environment(null);
+        assertEquals("1", env.get("OMP_NUM_THREADS"));
+        assertEquals("1", env.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE"));
+        assertFalse(env.containsKey("CUDA_VISIBLE_DEVICES"));
+    }
+
+    @Test
+    public void pipelineParallelSendsInferenceToRankZeroOnly() {
+        TorchrunOptions pp = TorchrunOptions.parse("m", "pp", 0, block("nproc-per-node", 2));
+        assertEquals(2, pp.parallelLevel);
+        assertFalse(pp.broadcastsInference());
+    }
+
+    @Test
+    public void customRunsWithoutTorchrunAndNoneIsNotDistributed() {
+        assertFalse(TorchrunOptions.parse("m", "custom", 2, Collections.emptyMap()).usesTorchrun());
+        TorchrunOptions none = TorchrunOptions.parse("m", "", 0, Collections.emptyMap());
+        assertFalse(none.usesTorchrun());
+    }
+
+    @Test
+    public void refusesInconsistentSettingsNamingBothValues() {
+        String msg = refusal("tp", 2, block("nproc-per-node", 4));
+        assertTrue(msg, msg.contains("torchrun.nproc-per-node (4) differs from parallelLevel (2)"));
+        msg = refusal("pp", 1, Collections.emptyMap());
+        assertTrue(msg, msg.contains("pp") && msg.contains("parallelLevel >= 2, got 1"));
+        msg = refusal("tp", 0, Collections.emptyMap());
+        assertTrue(msg, msg.contains("needs parallelLevel >= 1"));
+        msg = refusal("", 2, Collections.emptyMap());
+        assertTrue(msg, msg.contains("need parallelType"));
+        msg = refusal("xp", 2, Collections.emptyMap());
+        assertTrue(msg, msg.contains("parallelType must be one of"));
+    }
+
+    @Test
+    public void refusesUnknownAndIllTypedTorchrunKeys() {
+        String msg = refusal("tp", 2, block("nproc_per_node", 2));
+        assertTrue(msg, msg.contains("unknown torchrun option 'nproc_per_node'"));
+        msg = refusal("tp", 2, block("max-restarts", "many"));
+        assertTrue(msg, msg.contains("torchrun.max-restarts must be an integer, got 'many'"));
+        msg = refusal("tp", 2, block("rdzv-backend", "zookeeper"));
+        assertTrue(msg, msg.contains("rdzv-backend"));
+        msg = refusal("tp", 2, block("nnodes", 2));
+        assertTrue(msg, msg.contains("needs torchrun.rdzv-endpoint"));
+        msg = refusal("tp", 2, block("nnodes", 2, "rdzv-endpoint", "10.0.0.1:29400", "node-rank", 2));
+        assertTrue(msg, msg.contains("node-rank (2) must be below nnodes (2)"));
+        msg = refusal("tp", 2, block("redirects", "yes"));
+        assertTrue(msg, msg.contains("torchrun.redirects"));
+    }
+
+    @Test
+    public void anExplicitEndpointWinsOverTheServersPort() {
+        TorchrunOptions o = TorchrunOptions.parse("tp", "tp", 2,
+                block("nnodes", 2, "rdzv-endpoint", "10.0.0.1:29400", "node-rank", 1, "OMP_NUMBER_THREADS", 4));
+        List<String> cmd = o.command("python", "id", "127.0.0.1:1", "/l", Collections.emptyList());
+        assertEquals("10.0.0.1:29400", cmd.get(cmd.indexOf("--rdzv-endpoint") + 1));
+        assertEquals("1", cmd.get(cmd.indexOf("--node-rank") + 1));
+        assertEquals("4", o.environment(null).get("OMP_NUM_THREADS"));
+    }
+
+    @Test
+    public void portBlocksNeverOverlapAndSkipBusyPorts() throws Exception {
+        try (java.net.ServerSocket busy = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            int port = busy.getLocalPort();
+            PortBlockAllocator ports = new PortBlockAllocator(port);
+            int a = ports.take(2);
+            int b = ports.take(2);
+            assertNotEquals("a port something listens on is skipped", port, a);
+            assertTrue(a + 2 <= b || b + 2 <= a);
+            ports.release(a, 2);
+            assertTrue(ports.take(2) >= port);
+        }
+    }
+}
