@@ -46,7 +46,7 @@ def test_demo_prints_a_prediction(tmp_path: Path) -> None:
     prediction = json.loads(result.stdout.split("Prediction for", 1)[1].split(":", 1)[1])
     labels = json.loads((harness.REPO / "examples/image_classifier/index_to_name.json").read_text()).values()
     assert len(prediction) == 5 and set(prediction) <= set(labels)
-    assert abs(sum(prediction.values()) - 1.0) < 1.0  # top-5 of a softmax: positive, below 1
+    assert 0 < sum(prediction.values()) <= 1.0001  # top-5 probabilities of a softmax
 
 
 def test_serve_your_own_model_block(tmp_path: Path) -> None:
