@@ -1,0 +1,179 @@
+package org.tserve.metrics;
+
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertTrue;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.Collections;
+import java.util.List;
+import java.util.Set;
+import org.junit.Rule;
+import org.junit.Test;
+import org.junit.rules.TemporaryFolder;
+
+public class MetricsRegistryTest {
+    @Rule
+    public TemporaryFolder tmp = new TemporaryFolder();
+
+    private static MetricsConfig defaults() {
+        return MetricsConfig.load(Paths.get(System.getProperty("tserve.repo", "../"), "ts", "configs", "metrics.yaml"));
+    }
+
+    private MetricsRegistry registry(MetricsMode mode, boolean autoDetect) throws IOException {
+        return new MetricsRegistry(defaults(), mode, "h", tmp.getRoot(), autoDetect);
+    }
+
+    private List<String> lines(String file) throws IOException {
+        File f = new File(tmp.getRoot(), file);
+        return f.isFile() ? Files.readAllLines(f.toPath(), StandardCharsets.UTF_8) : Collections.emptyList();
+    }
+
+    @Test
+    public void prometheusModeCountsRequestsAndLatencyPerModelVersion() throws IOException {
+        MetricsRegistry r = registry(MetricsMode.PROMETHEUS, false);
+        r.requestReceived("m", null);
+        r.requestReceived("m", "2.0");
+        r.requestReceived("m", "2.0");
+        r.responseSent(200);
+        r.responseSent(404);
+        r.responseSent(503);
+        r.responseSent(503);
+        r.inferenceCompleted("m", "2.0", 1500, 300);
+        r.inferenceCompleted("m", "2.0", 500, 100);
+        String t = r.scrape(null);
+        assertTrue(t, t.contains("ts_inference_requests_total{model_name=\"m\",model_version=\"default\",hostname=\"h\",} 1.0\n"));
+        assertTrue(t, t.contains("ts_inference_requests_total{model_name=\"m\",model_version=\"2.0\",hostname=\"h\",} 2.0\n"));
+        assertTrue(t, t.contains("ts_inference_latency_microseconds{model_name=\"m\",model_version=\"2.0\",hostname=\"h\",} 2000.0\n"));
+        assertTrue(t, t.contains("ts_queue_latency_microseconds{model_name=\"m\",model_version=\"2.0\",hostname=\"h\",} 400.0\n"));
+        assertTrue(t, t.contains("Requests2XX{Level=\"Host\",Hostname=\"h\",} 1.0\n"));
+        assertTrue(t, t.contains("Requests4XX{Level=\"Host\",Hostname=\"h\",} 1.0\n"));
+        assertTrue(t, t.contains("Requests5XX{Level=\"Host\",Hostname=\"h\",} 2.0\n"));
+        assertTrue(t, t.contains("QueueTime{Level=\"Host\",Hostname=\"h\",} 0.1\n"));
+        assertTrue(t, t.contains("# TYPE HandlerTime gauge\n"));
+        assertTrue(lines("ts_metrics.log").isEmpty());
+    }
+
+    @Test
+    public void nameFilter() throws IOException {
+        MetricsRegistry r = registry(MetricsMode.PROMETHEUS, false);
+        r.requestReceived("m", null);
+        String t = r.scrape(Set.of("ts_inference_requests_total"));
+        assertTrue(t.startsWith("# HELP ts_inference_requests_total "));
+        assertFalse(t.contains("Requests2XX"));
+    }
+
+    @Test
+    public void workerLoadTimeCarriesTheWorkerName() throws IOException {
+        MetricsRegistry r = registry(MetricsMode.PROMETHEUS, false);
+        r.workerLoaded("W-9000-m_1.0", 1234);
+        assertTrue(r.scrape(null).contains("WorkerLoadTime{WorkerName=\"W-9000-m_1.0\",Level=\"Host\",Hostname=\"h\",} 1234.0\n"));
+    }
+
+    @Test
+    public void declaredHandlerMetricBecomesASeriesWithDimensionsAndHostname() throws IOException {
+        MetricsRegistry r = registry(MetricsMode.PROMETHEUS, false);
+        r.backendMetrics("mnist", "W-9000-mnist_1.0", "[{\"name\":\"HandlerTime\",\"unit\":\"ms\",\"value\":12.5,"
+            + "\"type\":\"gauge\",\"dimensions\":{\"ModelName\":\"mnist\",\"Level\":\"Model\"},\"requestId\":\"a1\"}]");
+        assertTrue(r.scrape(null).contains("HandlerTime{ModelName=\"mnist\",Level=\"Model\",Hostname=\"h\",} 12.5\n"));
+    }
+
+    @Test
+    public void undeclaredHandlerMetricNeedsAutoDetect() throws IOException {
+        String frame = "[{\"name\":\"Hits\",\"unit\":\"Count\",\"value\":2,\"type\":\"counter\","
+            + "\"dimensions\":{\"ModelName\":\"m\",\"Kind\":\"x\"},\"requestId\":\"r\"}]";
+        MetricsRegistry off = registry(MetricsMode.PROMETHEUS, false);
+        off.backendMetrics("m", "w", frame);
+        assertFalse(off.scrape(null).contains("Hits"));
+        MetricsRegistry on = registry(MetricsMode.PROMETHEUS, true);
+        on.backendMetrics("m", "w", frame);
+        on.backendMetrics("m", "w", frame);
+        String t = on.scrape(null);
+        assertTrue(t, t.contains("# TYPE Hits counter\n"));
+        assertTrue(t, t.contains("Hits{ModelName=\"m\",Kind=\"x\",Hostname=\"h\",} 4.0\n"));
+    }
+
+    @Test
+    public void histogramHandlerMetric() throws IOException {
+        MetricsConfig c = MetricsConfig.parse("model_metrics:\n  histogram:\n    - name: Size\n      unit: MB\n"
+            + "      dimensions: [ModelName]\n      buckets: [1, 10]\n", "t");
+        MetricsRegistry r = new MetricsRegistry(c, MetricsMode.PROMETHEUS, "h", null, false);
+        for (double v : new double[] {0.5, 5, 50}) {
+            r.backendMetrics("m", "w", "[{\"name\":\"Size\",\"unit\":\"MB\",\"value\":" + v
+                + ",\"type\":\"histogram\",\"dimensions\":{\"ModelName\":\"m\"}}]");
+        }
+        String t = r.scrape(null);
+        assertTrue(t, t.contains("Size_bucket{ModelName=\"m\",Hostname=\"h\",le=\"10.0\",} 2.0\n"));
+        assertTrue(t, t.contains("Size_count{ModelName=\"m\",Hostname=\"h\",} 3.0\n"));
+    }
+
+    @Test
+    public void malformedFramesAreSkipped() throws IOException {
+        MetricsRegistry r = registry(MetricsMode.PROMETHEUS, true);
+        r.backendMetrics("m", "w", "not json");
+        r.backendMetrics("m", "w", "{\"a\": 1}");
+        r.backendMetrics("m", "w", "[{\"name\": \"x\"}, {\"name\":\"ok\",\"value\":1,\"type\":\"gauge\",\"dimensions\":{}}]");
+        assertTrue(r.scrape(null).contains("ok{Hostname=\"h\",} 1.0\n"));
+    }
+
+    @Test
+    public void logModeWritesTorchServeLogLinesAndScrapesNothing() throws IOException {
+        MetricsRegistry r = registry(MetricsMode.LOG, false);
+        r.responseSent(200);
+        r.requestReceived("m", null);
+        r.systemMetric("GPUUtilization", 42, "0");
+        r.backendMetrics("m", "w", "[{\"name\":\"HandlerTime\",\"unit\":\"Milliseconds\",\"value\":3.5,"
+            + "\"type\":\"gauge\",\"dimensions\":{\"ModelName\":\"m\",\"Level\":\"Model\"},\"requestId\":\"a1,b2\"}]");
+        r.close();
+        assertEquals("", r.scrape(null));
+        List<String> ts = lines("ts_metrics.log");
+        assertEquals(3, ts.size());
+        assertTrue(ts.get(0), ts.get(0).matches(
+            "\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d,\\d{3} - Requests2XX\\.Count:1\\.0\\|#Level:Host\\|#hostname:h,timestamp:\\d+"));
+        assertTrue(ts.get(1), ts.get(1).matches(
+            ".* - ts_inference_requests_total\\.Count:1\\.0\\|#model_name:m,model_version:default\\|#hostname:h,timestamp:\\d+"));
+        assertTrue(ts.get(2), ts.get(2).matches(
+            ".* - GPUUtilization\\.Percent:42\\.0\\|#Level:Host,DeviceId:0\\|#hostname:h,timestamp:\\d+"));
+        List<String> model = lines("model_metrics.log");
+        assertEquals(1, model.size());
+        assertTrue(model.get(0), model.get(0).matches(
+            ".* - HandlerTime\\.Milliseconds:3\\.5\\|#ModelName:m,Level:Model\\|#hostname:h,requestID:a1,b2,timestamp:\\d+"));
+    }
+
+    @Test
+    public void legacyModeExposesOnlyTheThreeCountersAndLogsTheRest() throws IOException {
+        MetricsRegistry r = registry(MetricsMode.LEGACY, false);
+        r.requestReceived("m", "1");
+        r.responseSent(200);
+        String t = r.scrape(null);
+        assertTrue(t, t.contains("ts_inference_requests_total{model_name=\"m\",model_version=\"1\",hostname=\"h\",} 1.0\n"));
+        assertTrue(t.contains("# TYPE ts_queue_latency_microseconds counter"));
+        assertFalse(t.contains("Requests2XX"));
+        r.close();
+        assertEquals(1, lines("ts_metrics.log").size());
+        assertTrue(lines("ts_metrics.log").get(0).contains("Requests2XX.Count:1.0"));
+    }
+
+    @Test
+    public void metricsMissingFromTheConfigAreNotRecorded() throws IOException {
+        MetricsConfig c = MetricsConfig.parse("ts_metrics:\n  counter:\n    - name: Requests2XX\n      unit: Count\n"
+            + "      dimensions: [Level]\n", "t");
+        MetricsRegistry r = new MetricsRegistry(c, MetricsMode.PROMETHEUS, "h", null, false);
+        r.requestReceived("m", null);
+        r.responseSent(201);
+        assertEquals("# HELP Requests2XX Torchserve prometheus counter metric with unit: Count\n"
+            + "# TYPE Requests2XX counter\nRequests2XX{Level=\"Host\",} 1.0\n", r.scrape(null));
+    }
+
+    @Test
+    public void modeParsing() {
+        assertEquals(MetricsMode.PROMETHEUS, MetricsMode.parse("Prometheus"));
+        assertEquals(MetricsMode.LEGACY, MetricsMode.parse("legacy"));
+        assertEquals(MetricsMode.LOG, MetricsMode.parse("log"));
+        assertEquals(MetricsMode.LOG, MetricsMode.parse("bogus"));
+    }
+}
