@@ -1,0 +1,180 @@
+package org.tserve.archive;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.logging.Logger;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+import org.yaml.snakeyaml.LoaderOptions;
+import org.yaml.snakeyaml.Yaml;
+import org.yaml.snakeyaml.constructor.SafeConstructor;
+
+/**
+ * An opened model archive: the directory its files live in, the manifest, the parsed
+ * model-config.yaml, and a private temporary directory (deleted by {@link #delete()}).
+ */
+public final class ModelArchive {
+    private static final Logger LOG = Logger.getLogger(ModelArchive.class.getName());
+
+    private final Path modelDir;
+    private final Path tmpDir;
+    private final Manifest manifest;
+    private final Map<String, Object> yamlConfig;
+    private final String url;
+    private final Path downloadedFile;
+
+    private ModelArchive(Path modelDir, Path tmpDir, Manifest manifest, Map<String, Object> yamlConfig, String url,
+                         Path downloadedFile) {
+        this.modelDir = modelDir;
+        this.tmpDir = tmpDir;
+        this.manifest = manifest;
+        this.yamlConfig = yamlConfig;
+        this.url = url;
+        this.downloadedFile = downloadedFile;
+    }
+
+    /**
+     * Opens {@code source} (a .mar, a .tar.gz/.tgz, or a directory) into
+     * {@code <tmpRoot>/models/<uuid>/}.
+     */
+    public static ModelArchive open(Path source, Path tmpRoot, String url, Path downloadedFile) throws ArchiveException {
+        Path tmp = tmpRoot.resolve("models").resolve(UUID.randomUUID().toString().replace("-", ""));
+        try {
+            Files.createDirectories(tmp);
+            Path modelDir;
+            if (Files.isDirectory(source)) {
+                modelDir = source.toAbsolutePath();
+                if (!Files.exists(modelDir.resolve("MAR-INF"))) {
+                    List<Path> children;
+                    try (Stream<Path> s = Files.list(modelDir)) {
+                        children = s.collect(Collectors.toList());
+                    }
+                    if (children.size() == 1 && Files.isDirectory(children.get(0))) {
+                        modelDir = children.get(0);
+                    }
+                }
+            } else {
+                modelDir = tmp.resolve("model");
+                Files.createDirectories(modelDir);
+                if (isZip(source)) {
+                    Extractor.unzip(source, modelDir);
+                } else {
+                    Extractor.untarGz(source, modelDir);
+                }
+            }
+            Manifest manifest = new Manifest();
+            Path mf = modelDir.resolve("MAR-INF").resolve("MANIFEST.json");
+            if (Files.isRegularFile(mf)) {
+                manifest = Manifest.parse(new String(Files.readAllBytes(mf), StandardCharsets.UTF_8));
+            } else {
+                LOG.warning("Model archive " + source.getFileName() + " has no MAR-INF/MANIFEST.json; using defaults");
+            }
+            Map<String, Object> yaml = new LinkedHashMap<>();
+            if (manifest.configFile != null) {
+                Path cf = modelDir.resolve(manifest.configFile).normalize();
+                if (!cf.startsWith(modelDir) || !Files.isRegularFile(cf)) {
+                    throw new ArchiveException(400, "Model archive " + source.getFileName() + ": configFile "
+                            + manifest.configFile + " named in MANIFEST.json is missing from the archive");
+                }
+                yaml = parseYaml(cf);
+            }
+            return new ModelArchive(modelDir, tmp, manifest, yaml, url, downloadedFile);
+        } catch (IOException e) {
+            deleteTree(tmp);
+            throw new ArchiveException(400, "Cannot extract model archive " + source.getFileName() + ": " + e.getMessage());
+        } catch (ArchiveException e) {
+            deleteTree(tmp);
+            throw e;
+        }
+    }
+
+    private static boolean isZip(Path p) throws IOException {
+        try (InputStream in = Files.newInputStream(p)) {
+            byte[] magic = in.readNBytes(4);
+            return magic.length == 4 && magic[0] == 'P' && magic[1] == 'K';
+        }
+    }
+
+    /** Parses a model-config.yaml into a map; anything but a mapping is an error naming the file. */
+    public static Map<String, Object> parseYaml(Path file) throws ArchiveException {
+        try (InputStream in = Files.newInputStream(file)) {
+            Object o = new Yaml(new SafeConstructor(new LoaderOptions())).load(in);
+            if (o == null) {
+                return new LinkedHashMap<>();
+            }
+            if (!(o instanceof Map)) {
+                throw new ArchiveException(400, file.getFileName() + " must be a YAML mapping of settings");
+            }
+            Map<String, Object> out = new LinkedHashMap<>();
+            for (Map.Entry<?, ?> e : ((Map<?, ?>) o).entrySet()) {
+                out.put(String.valueOf(e.getKey()), e.getValue());
+            }
+            return out;
+        } catch (IOException | RuntimeException e) {
+            throw new ArchiveException(400, file.getFileName() + " is not valid YAML: " + e.getMessage().replace('\n', ' '));
+        }
+    }
+
+    public Path getModelDir() {
+        return modelDir;
+    }
+
+    public Path getTmpDir() {
+        return tmpDir;
+    }
+
+    public Manifest getManifest() {
+        return manifest;
+    }
+
+    public Map<String, Object> getYamlConfig() {
+        return yamlConfig;
+    }
+
+    public String getUrl() {
+        return url;
+    }
+
+    /** Dir of per-model pip dependencies, when they were installed. */
+    public Path getDepsDir() {
+        return tmpDir.resolve("deps");
+    }
+
+    /** Removes the temporary directory and the downloaded archive, if any. */
+    public void delete() {
+        deleteTree(tmpDir);
+        if (downloadedFile != null) {
+            try {
+                Files.deleteIfExists(downloadedFile);
+            } catch (IOException e) {
+                LOG.warning("Cannot delete downloaded archive " + downloadedFile + ": " + e.getMessage());
+            }
+        }
+    }
+
+    /** Deletes a directory tree without following links out of it. */
+    public static void deleteTree(Path dir) {
+        if (dir == null || !Files.exists(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            return;
+        }
+        try (Stream<Path> s = Files.walk(dir)) {
+            s.sorted(Comparator.reverseOrder()).forEach(p -> {
+                try {
+                    Files.deleteIfExists(p);
+                } catch (IOException e) {
+                    LOG.fine("cannot delete " + p + ": " + e.getMessage());
+                }
+            });
+        } catch (IOException e) {
+            LOG.warning("Cannot delete " + dir + ": " + e.getMessage());
+        }
+    }
+}

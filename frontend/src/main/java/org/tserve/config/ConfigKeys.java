@@ -1,0 +1,132 @@
+package org.tserve.config;
+
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/** Every config.properties key tserve knows, with its type and TorchServe's default. */
+public final class ConfigKeys {
+    /** Value types a key may have. */
+    public enum Type { STRING, INT, LONG, BOOL, DOUBLE }
+
+    /** A known key: its type and default (null = unset). */
+    public static final class Key {
+        public final String name;
+        public final Type type;
+        public final String defaultValue;
+        /** True for keys TorchServe has that tserve accepts but does not act on. */
+        public final boolean ignored;
+
+        Key(String name, Type type, String defaultValue, boolean ignored) {
+            this.name = name;
+            this.type = type;
+            this.defaultValue = defaultValue;
+            this.ignored = ignored;
+        }
+    }
+
+    private static final Map<String, Key> KEYS = new LinkedHashMap<>();
+
+    private static void k(String name, Type type, String def) {
+        KEYS.put(name, new Key(name, type, def, false));
+    }
+
+    private static void ignored(String name, Type type, String def) {
+        KEYS.put(name, new Key(name, type, def, true));
+    }
+
+    static {
+        k("inference_address", Type.STRING, "http://127.0.0.1:8080");
+        k("management_address", Type.STRING, "http://127.0.0.1:8081");
+        k("metrics_address", Type.STRING, "http://127.0.0.1:8082");
+        k("grpc_inference_address", Type.STRING, "127.0.0.1");
+        k("grpc_management_address", Type.STRING, "127.0.0.1");
+        k("grpc_inference_port", Type.INT, "7070");
+        k("grpc_management_port", Type.INT, "7071");
+        k("grpc_inference_max_connection_age_ms", Type.LONG, String.valueOf(Long.MAX_VALUE));
+        k("grpc_management_max_connection_age_ms", Type.LONG, String.valueOf(Long.MAX_VALUE));
+        k("grpc_inference_max_connection_age_grace_ms", Type.LONG, String.valueOf(Long.MAX_VALUE));
+        k("grpc_management_max_connection_age_grace_ms", Type.LONG, String.valueOf(Long.MAX_VALUE));
+        k("enable_grpc_ssl", Type.BOOL, "false");
+        k("model_store", Type.STRING, null);
+        k("load_models", Type.STRING, null);
+        k("models", Type.STRING, null);
+        k("default_workers_per_model", Type.INT, "0");
+        k("job_queue_size", Type.INT, "100");
+        k("default_response_timeout", Type.INT, "120");
+        k("default_startup_timeout", Type.INT, "120");
+        k("unregister_model_timeout", Type.INT, "120");
+        k("max_request_size", Type.INT, "6553500");
+        k("max_response_size", Type.INT, "6553500");
+        k("number_of_netty_threads", Type.INT, "0");
+        k("netty_client_threads", Type.INT, "0");
+        k("number_of_gpu", Type.INT, null);
+        k("initial_worker_port", Type.INT, "9000");
+        k("initial_distribution_port", Type.INT, "29500");
+        k("enable_envvars_config", Type.BOOL, "false");
+        k("disable_token_authorization", Type.BOOL, "false");
+        k("token_expiration_min", Type.DOUBLE, "60");
+        k("enable_model_api", Type.BOOL, "false");
+        k("allowed_urls", Type.STRING, "file://.*|http(s)?://.*");
+        k("cors_allowed_origin", Type.STRING, null);
+        k("cors_allowed_methods", Type.STRING, null);
+        k("cors_allowed_headers", Type.STRING, null);
+        k("install_py_dep_per_model", Type.BOOL, "false");
+        k("service_envelope", Type.STRING, null);
+        k("decode_input_request", Type.BOOL, "true");
+        k("default_service_handler", Type.STRING, null);
+        k("blacklist_env_vars", Type.STRING, "");
+        k("model_server_home", Type.STRING, null);
+        k("limit_max_image_pixels", Type.BOOL, "true");
+        k("metrics_mode", Type.STRING, "log");
+        k("metrics_config", Type.STRING, null);
+        k("enable_metrics_api", Type.BOOL, "true");
+        k("model_metrics_auto_detect", Type.BOOL, "false");
+        k("disable_system_metrics", Type.BOOL, "false");
+        k("system_metrics_cmd", Type.STRING, "");
+        k("metric_time_interval", Type.INT, "60");
+        k("python", Type.STRING, "python3");
+        k("version", Type.STRING, null);
+        // tserve's own keys
+        k("worker_socket_type", Type.STRING, "unix");
+        k("max_download_size", Type.LONG, "10737418240");
+        // TorchServe keys accepted for compatibility but without effect in tserve
+        ignored("keystore", Type.STRING, null);
+        ignored("keystore_pass", Type.STRING, null);
+        ignored("keystore_type", Type.STRING, null);
+        ignored("private_key_file", Type.STRING, null);
+        ignored("certificate_file", Type.STRING, null);
+        ignored("async_logging", Type.BOOL, "false");
+        ignored("prefer_direct_buffer", Type.BOOL, "false");
+        ignored("use_native_io", Type.BOOL, "true");
+        ignored("io_ratio", Type.INT, "50");
+        ignored("use_env_allowed_urls", Type.BOOL, "false");
+        ignored("ts_open_inference_protocol", Type.BOOL, "false");
+        ignored("ts_header_key_sequence_id", Type.STRING, null);
+        ignored("ts_header_key_sequence_start", Type.STRING, null);
+        ignored("ts_header_key_sequence_end", Type.STRING, null);
+        ignored("ipex_enable", Type.BOOL, "false");
+        ignored("ipex_gpu_enable", Type.BOOL, "false");
+        ignored("cpu_launcher_enable", Type.BOOL, "false");
+        ignored("cpu_launcher_args", Type.STRING, null);
+        ignored("cpp_log_config", Type.STRING, null);
+        ignored("debug", Type.BOOL, "false");
+        ignored("model_snapshot", Type.STRING, null);
+        ignored("vmargs", Type.STRING, null);
+        ignored("plugins_path", Type.STRING, null);
+        ignored("workflow_store", Type.STRING, null);
+    }
+
+    private ConfigKeys() {
+    }
+
+    /** The known key, or null. */
+    public static Key get(String name) {
+        return KEYS.get(name);
+    }
+
+    /** All known keys in declaration order. */
+    public static Map<String, Key> all() {
+        return Collections.unmodifiableMap(KEYS);
+    }
+}

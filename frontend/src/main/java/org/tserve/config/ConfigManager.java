@@ -1,0 +1,340 @@
+package org.tserve.config;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.Reader;
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.logging.Logger;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * The server configuration: config.properties, then the command line, then {@code TS_*}
+ * environment variables (only with {@code enable_envvars_config=true}), like TorchServe.
+ * Every value is type-checked at load time; unknown keys produce a warning naming them.
+ */
+public final class ConfigManager {
+    private static final Logger LOG = Logger.getLogger(ConfigManager.class.getName());
+    private static final Pattern ENV_REF = Pattern.compile("\\$\\$([A-Za-z_][A-Za-z0-9_]*)\\$\\$");
+
+    private final Map<String, String> values = new TreeMap<>();
+    private final List<String> warnings = new ArrayList<>();
+    private final List<String> startupModels = new ArrayList<>();
+    private final String configFile;
+
+    /** A host and port parsed from an {@code http://host:port} address. */
+    public static final class Address {
+        public final String host;
+        public final int port;
+
+        Address(String host, int port) {
+            this.host = host;
+            this.port = port;
+        }
+
+        @Override
+        public String toString() {
+            return "http://" + host + ":" + port;
+        }
+    }
+
+    /** Loads and validates the configuration for a server run. */
+    public ConfigManager(Arguments args, Map<String, String> env) {
+        String file = env.get("TS_CONFIG_FILE");
+        if (file == null || file.isEmpty()) {
+            file = args.configFile;
+        }
+        if ((file == null || file.isEmpty()) && new File("config.properties").isFile()) {
+            file = new File("config.properties").getAbsolutePath();
+        }
+        this.configFile = file;
+        Properties props = new Properties();
+        if (file != null && !file.isEmpty()) {
+            File f = new File(file);
+            if (!f.isFile()) {
+                throw new ConfigException("Config file not found: " + file + " (given with -f/--ts-config-file or TS_CONFIG_FILE)");
+            }
+            try (InputStream in = Files.newInputStream(f.toPath());
+                 Reader r = new InputStreamReader(in, StandardCharsets.UTF_8)) {
+                props.load(r);
+            } catch (IOException e) {
+                throw new ConfigException("Cannot read config file " + file + ": " + e.getMessage());
+            }
+        }
+        for (String name : props.stringPropertyNames()) {
+            put(name, substituteEnv(name, props.getProperty(name).trim(), env), "config file");
+        }
+        if (args.python != null) {
+            values.put("python", args.python);
+        }
+        if (args.modelStore != null) {
+            values.put("model_store", args.modelStore);
+        }
+        if (args.disableTokenAuth) {
+            values.put("disable_token_authorization", "true");
+        }
+        if (args.enableModelApi) {
+            values.put("enable_model_api", "true");
+        }
+        if (Boolean.parseBoolean(get("enable_envvars_config"))) {
+            for (Map.Entry<String, String> e : env.entrySet()) {
+                String k = e.getKey();
+                if (!k.startsWith("TS_") || k.equals("TS_CONFIG_FILE")) {
+                    continue;
+                }
+                String key = k.substring(3).toLowerCase(Locale.ROOT);
+                if (ConfigKeys.get(key) != null) {
+                    put(key, e.getValue(), "environment variable " + k);
+                }
+            }
+        }
+        String home = env.get("TS_MODEL_SERVER_HOME");
+        if (home == null || home.isEmpty()) {
+            home = System.getProperty("model_server_home");
+        }
+        if (home != null && !home.isEmpty()) {
+            values.put("model_server_home", home);
+        }
+        if (args.models.isEmpty()) {
+            String lm = get("load_models");
+            if (lm != null && !lm.isEmpty()) {
+                for (String m : lm.split(",")) {
+                    if (!m.trim().isEmpty()) {
+                        startupModels.add(m.trim());
+                    }
+                }
+            }
+        } else {
+            startupModels.addAll(args.models);
+        }
+        validate();
+    }
+
+    private void put(String name, String value, String source) {
+        ConfigKeys.Key key = ConfigKeys.get(name);
+        if (key == null) {
+            warnings.add("Unknown configuration key '" + name + "' in " + source + " is ignored");
+        } else if (key.ignored) {
+            warnings.add("Configuration key '" + name + "' is accepted for TorchServe compatibility but has no effect in tserve");
+        }
+        checkType(name, value, source);
+        values.put(name, value);
+    }
+
+    private static String substituteEnv(String key, String value, Map<String, String> env) {
+        Matcher m = ENV_REF.matcher(value);
+        StringBuilder sb = new StringBuilder();
+        while (m.find()) {
+            String v = env.get(m.group(1));
+            if (v == null) {
+                throw new ConfigException("Invalid configuration: '" + key + "' refers to environment variable "
+                        + m.group(1) + ", which is not set");
+            }
+            m.appendReplacement(sb, Matcher.quoteReplacement(v));
+        }
+        m.appendTail(sb);
+        return sb.toString();
+    }
+
+    private static void checkType(String name, String value, String source) {
+        ConfigKeys.Key key = ConfigKeys.get(name);
+        if (key == null || value == null) {
+            return;
+        }
+        String v = value.trim();
+        try {
+            switch (key.type) {
+                case INT:
+                    Integer.parseInt(v);
+                    break;
+                case LONG:
+                    Long.parseLong(v);
+                    break;
+                case DOUBLE:
+                    Double.parseDouble(v);
+                    break;
+                case BOOL:
+                    if (!v.equalsIgnoreCase("true") && !v.equalsIgnoreCase("false")) {
+                        throw new NumberFormatException();
+                    }
+                    break;
+                default:
+                    break;
+            }
+        } catch (NumberFormatException e) {
+            String want = key.type == ConfigKeys.Type.BOOL ? "true or false"
+                    : key.type == ConfigKeys.Type.DOUBLE ? "a number" : "an integer";
+            throw new ConfigException("Invalid value '" + value + "' for configuration key '" + name + "' (from "
+                    + source + "): expected " + want);
+        }
+    }
+
+    private void validate() {
+        for (String k : new String[] {"inference_address", "management_address", "metrics_address"}) {
+            address(k);
+        }
+        for (String k : new String[] {"job_queue_size", "max_request_size", "max_response_size"}) {
+            if (getInt(k) <= 0) {
+                throw new ConfigException("Configuration key '" + k + "' must be a positive integer, got " + get(k));
+            }
+        }
+        for (String k : new String[] {"default_response_timeout", "default_startup_timeout", "unregister_model_timeout",
+            "default_workers_per_model", "number_of_netty_threads"}) {
+            if (getInt(k) < 0) {
+                throw new ConfigException("Configuration key '" + k + "' must not be negative, got " + get(k));
+            }
+        }
+        String sock = get("worker_socket_type");
+        if (!sock.equals("unix") && !sock.equals("tcp")) {
+            throw new ConfigException("Configuration key 'worker_socket_type' must be unix or tcp, got " + sock);
+        }
+        String mode = get("metrics_mode");
+        if (!mode.equals("log") && !mode.equals("prometheus") && !mode.equals("legacy")) {
+            throw new ConfigException("Configuration key 'metrics_mode' must be log, prometheus or legacy, got " + mode);
+        }
+        String models = get("models");
+        if (models != null && !models.isEmpty()) {
+            ModelsJson.parse(models);
+        }
+        for (String re : allowedUrls()) {
+            try {
+                Pattern.compile(re);
+            } catch (RuntimeException e) {
+                throw new ConfigException("Invalid regular expression '" + re + "' in allowed_urls: " + e.getMessage());
+            }
+        }
+    }
+
+    /** Warnings collected while loading (unknown or ignored keys); the server logs them. */
+    public List<String> getWarnings() {
+        return Collections.unmodifiableList(warnings);
+    }
+
+    /** The config file that was read, or null. */
+    public String getConfigFile() {
+        return configFile;
+    }
+
+    /** The raw value of a key, with its default when unset. */
+    public String get(String key) {
+        String v = values.get(key);
+        if (v != null) {
+            return v.trim();
+        }
+        ConfigKeys.Key k = ConfigKeys.get(key);
+        return k == null ? null : k.defaultValue;
+    }
+
+    public int getInt(String key) {
+        return Integer.parseInt(get(key));
+    }
+
+    public long getLong(String key) {
+        return Long.parseLong(get(key));
+    }
+
+    public boolean getBool(String key) {
+        return Boolean.parseBoolean(get(key));
+    }
+
+    public double getDouble(String key) {
+        return Double.parseDouble(get(key));
+    }
+
+    /** Parses an {@code http://host[:port]} address key. */
+    public Address address(String key) {
+        String v = get(key);
+        int defaultPort = key.startsWith("inference") ? 80 : key.startsWith("management") ? 8081 : 8082;
+        try {
+            URI u = new URI(v);
+            if (u.getScheme() == null || !u.getScheme().equalsIgnoreCase("http") || u.getHost() == null) {
+                if (u.getScheme() != null && u.getScheme().equalsIgnoreCase("https")) {
+                    throw new ConfigException("Configuration key '" + key + "' = " + v
+                            + ": https is not supported by tserve yet; use http:// (TLS at a proxy)");
+                }
+                throw new ConfigException("Configuration key '" + key + "' = " + v + " is not an address of the form http://host:port");
+            }
+            return new Address(u.getHost(), u.getPort() < 0 ? defaultPort : u.getPort());
+        } catch (URISyntaxException e) {
+            throw new ConfigException("Configuration key '" + key + "' = " + v + " is not an address of the form http://host:port");
+        }
+    }
+
+    // ---- typed accessors used across the server ----
+
+    public String getModelStore() {
+        String s = get("model_store");
+        return s == null || s.isEmpty() ? null : new File(s).getAbsolutePath();
+    }
+
+    public List<String> getStartupModels() {
+        return Collections.unmodifiableList(startupModels);
+    }
+
+    public String getPython() {
+        return get("python");
+    }
+
+    public String getModelServerHome() {
+        String h = get("model_server_home");
+        return h == null || h.isEmpty() ? new File(".").getAbsoluteFile().getParent() : h;
+    }
+
+    public boolean isTokenAuthEnabled() {
+        return !getBool("disable_token_authorization");
+    }
+
+    public boolean isModelApiEnabled() {
+        return getBool("enable_model_api");
+    }
+
+    public List<String> allowedUrls() {
+        List<String> out = new ArrayList<>();
+        for (String s : get("allowed_urls").split(",")) {
+            if (!s.trim().isEmpty()) {
+                out.add(s.trim());
+            }
+        }
+        return out;
+    }
+
+    /** Number of GPUs: {@code number_of_gpu}, else 0 (tserve does not probe GPUs in the frontend yet). */
+    public int getNumberOfGpu() {
+        String v = get("number_of_gpu");
+        return v == null ? 0 : Math.max(0, Integer.parseInt(v));
+    }
+
+    /** The parsed {@code models} block: name → version → settings (keys as in model-config.yaml). */
+    public Map<String, Map<String, Map<String, Object>>> getModelsJson() {
+        String models = get("models");
+        if (models == null || models.isEmpty()) {
+            return new LinkedHashMap<>();
+        }
+        return ModelsJson.parse(models);
+    }
+
+    /** The whole effective configuration (for the startup dump). */
+    public Map<String, String> effective() {
+        Map<String, String> out = new TreeMap<>();
+        for (ConfigKeys.Key k : ConfigKeys.all().values()) {
+            String v = get(k.name);
+            if (v != null) {
+                out.put(k.name, v);
+            }
+        }
+        return out;
+    }
+}

@@ -1,0 +1,219 @@
+package org.tserve.config;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The resolved settings of one model version. Built from layers applied in priority order:
+ * config.properties defaults, then its {@code models} JSON entry, then the archive's
+ * model-config.yaml, then management API parameters — each later layer wins for the keys it sets.
+ */
+public final class ModelSettings {
+    private static final Set<String> INT_KEYS = new HashSet<>(Arrays.asList(
+            "minWorkers", "maxWorkers", "batchSize", "maxBatchDelay", "responseTimeout", "startupTimeout",
+            "jobQueueSize", "parallelLevel", "preprocessWorkers", "maxRetryTimeoutInSec", "maxBatchesInFlight"));
+    /** Sections read by handlers, passed to the worker untouched. */
+    private static final Set<String> HANDLER_SECTIONS = new HashSet<>(Arrays.asList(
+            "handler", "pippy", "deepspeed", "pt2", "micro_batching", "mb_parallelism", "dali", "redis"));
+    /** TorchServe keys tserve does not implement (warned about, then ignored). */
+    private static final Set<String> UNSUPPORTED = new HashSet<>(Arrays.asList(
+            "clientTimeoutInMills", "useJobTicket", "sequenceBatching", "continuousBatching", "sequenceMaxIdleMSec",
+            "sequenceTimeoutMSec", "maxSequenceJobQueueSize", "maxNumSequence", "asyncCommunication", "useVenv"));
+    /** Keys of config.properties' models JSON that are not settings. */
+    private static final Set<String> MODELS_JSON_ONLY = new HashSet<>(Arrays.asList(
+            "defaultVersion", "marName", "runtimeType"));
+
+    public int minWorkers;
+    public int maxWorkers;
+    public int batchSize = 1;
+    public int maxBatchDelay = 100;
+    public int responseTimeout = 120;
+    public int startupTimeout = 120;
+    public int jobQueueSize = 100;
+    public String deviceType = "cpu";
+    public List<Integer> deviceIds = new ArrayList<>();
+    public String parallelType = "";
+    public int parallelLevel;
+    public Map<String, Object> torchrun = new LinkedHashMap<>();
+    public int preprocessWorkers;
+    public boolean postprocessInPool;
+    public int maxRetryTimeoutInSec = 300;
+    /** Batches a worker may have in flight; 0 = derived ({@code preprocessWorkers + 1}). */
+    public int maxBatchesInFlight;
+
+    /** The config.properties layer: defaults from the server configuration. */
+    public static ModelSettings defaults(ConfigManager cfg, int defaultWorkers) {
+        ModelSettings s = new ModelSettings();
+        s.minWorkers = defaultWorkers;
+        s.maxWorkers = defaultWorkers;
+        s.responseTimeout = cfg.getInt("default_response_timeout");
+        s.startupTimeout = cfg.getInt("default_startup_timeout");
+        s.jobQueueSize = cfg.getInt("job_queue_size");
+        s.deviceType = cfg.getNumberOfGpu() > 0 ? "gpu" : "cpu";
+        return s;
+    }
+
+    /** Batches a worker keeps in flight on its connection. */
+    public int inFlightLimit() {
+        return maxBatchesInFlight > 0 ? maxBatchesInFlight : preprocessWorkers + 1;
+    }
+
+    /**
+     * Applies one layer. Ill-typed or out-of-range values throw a ConfigException naming the key and
+     * the source; unknown keys add a warning to {@code warnings}.
+     */
+    public void apply(Map<String, ?> layer, String source, List<String> warnings) {
+        if (layer == null) {
+            return;
+        }
+        boolean sawMin = false;
+        boolean sawMax = false;
+        for (Map.Entry<String, ?> e : layer.entrySet()) {
+            String k = e.getKey();
+            Object v = e.getValue();
+            if (v == null) {
+                continue;
+            }
+            if (INT_KEYS.contains(k)) {
+                int n = toInt(k, v, source);
+                if (n < 0) {
+                    throw new ConfigException(source + ": '" + k + "' must not be negative, got " + v);
+                }
+                switch (k) {
+                    case "minWorkers": minWorkers = n; sawMin = true; break;
+                    case "maxWorkers": maxWorkers = n; sawMax = true; break;
+                    case "batchSize":
+                        if (n < 1) {
+                            throw new ConfigException(source + ": 'batchSize' must be at least 1, got " + v);
+                        }
+                        batchSize = n;
+                        break;
+                    case "maxBatchDelay": maxBatchDelay = n; break;
+                    case "responseTimeout": responseTimeout = n; break;
+                    case "startupTimeout": startupTimeout = n; break;
+                    case "jobQueueSize":
+                        if (n > 0) {
+                            jobQueueSize = n;
+                        }
+                        break;
+                    case "parallelLevel": parallelLevel = n; break;
+                    case "preprocessWorkers": preprocessWorkers = n; break;
+                    case "maxRetryTimeoutInSec": maxRetryTimeoutInSec = n; break;
+                    case "maxBatchesInFlight": maxBatchesInFlight = n; break;
+                    default: break;
+                }
+            } else if (k.equals("deviceType")) {
+                String d = toStr(k, v, source).toLowerCase(java.util.Locale.ROOT);
+                if (!d.equals("cpu") && !d.equals("gpu") && !d.equals("neuron")) {
+                    throw new ConfigException(source + ": 'deviceType' must be cpu or gpu, got " + v);
+                }
+                deviceType = d;
+            } else if (k.equals("parallelType")) {
+                String p = toStr(k, v, source);
+                if (!Arrays.asList("", "pp", "tp", "pptp", "custom").contains(p)) {
+                    throw new ConfigException(source + ": 'parallelType' must be one of pp, tp, pptp, custom, got " + v);
+                }
+                parallelType = p;
+            } else if (k.equals("deviceIds")) {
+                if (!(v instanceof List)) {
+                    throw new ConfigException(source + ": 'deviceIds' must be a list of integers, got " + v);
+                }
+                List<Integer> ids = new ArrayList<>();
+                for (Object o : (List<?>) v) {
+                    ids.add(toInt("deviceIds", o, source));
+                }
+                deviceIds = ids;
+            } else if (k.equals("postprocessInPool")) {
+                if (!(v instanceof Boolean)) {
+                    throw new ConfigException(source + ": 'postprocessInPool' must be true or false, got " + v);
+                }
+                postprocessInPool = (Boolean) v;
+            } else if (k.equals("torchrun")) {
+                if (!(v instanceof Map)) {
+                    throw new ConfigException(source + ": 'torchrun' must be a mapping, got " + v);
+                }
+                Map<String, Object> t = new LinkedHashMap<>();
+                for (Map.Entry<?, ?> te : ((Map<?, ?>) v).entrySet()) {
+                    t.put(String.valueOf(te.getKey()), te.getValue());
+                }
+                torchrun = t;
+                Object nproc = t.get("nproc-per-node");
+                if (nproc != null) {
+                    parallelLevel = toInt("torchrun.nproc-per-node", nproc, source);
+                }
+            } else if (HANDLER_SECTIONS.contains(k) || MODELS_JSON_ONLY.contains(k)) {
+                continue;
+            } else if (UNSUPPORTED.contains(k)) {
+                warnings.add(source + ": key '" + k + "' is a TorchServe feature tserve does not support; ignored");
+            } else {
+                warnings.add(source + ": unknown key '" + k + "' ignored");
+            }
+        }
+        if (sawMin && !sawMax && maxWorkers < minWorkers) {
+            maxWorkers = minWorkers;
+        }
+        if (sawMax && !sawMin && minWorkers > maxWorkers) {
+            minWorkers = maxWorkers;
+        }
+        if (maxWorkers < minWorkers) {
+            throw new ConfigException(source + ": 'maxWorkers' (" + maxWorkers + ") cannot be less than 'minWorkers' ("
+                    + minWorkers + ")");
+        }
+    }
+
+    private static int toInt(String k, Object v, String source) {
+        if (v instanceof Integer || v instanceof Long || v instanceof Short) {
+            long l = ((Number) v).longValue();
+            if (l > Integer.MAX_VALUE || l < Integer.MIN_VALUE) {
+                throw new ConfigException(source + ": '" + k + "' is out of range: " + v);
+            }
+            return (int) l;
+        }
+        if (v instanceof Double && ((Double) v) == Math.rint((Double) v)) {
+            return ((Double) v).intValue();
+        }
+        throw new ConfigException(source + ": '" + k + "' must be an integer, got " + v);
+    }
+
+    private static String toStr(String k, Object v, String source) {
+        if (v instanceof String) {
+            return (String) v;
+        }
+        throw new ConfigException(source + ": '" + k + "' must be a string, got " + v);
+    }
+
+    /** A copy (settings objects are replaced, not mutated, once a model runs). */
+    public ModelSettings copy() {
+        ModelSettings s = new ModelSettings();
+        s.minWorkers = minWorkers;
+        s.maxWorkers = maxWorkers;
+        s.batchSize = batchSize;
+        s.maxBatchDelay = maxBatchDelay;
+        s.responseTimeout = responseTimeout;
+        s.startupTimeout = startupTimeout;
+        s.jobQueueSize = jobQueueSize;
+        s.deviceType = deviceType;
+        s.deviceIds = new ArrayList<>(deviceIds);
+        s.parallelType = parallelType;
+        s.parallelLevel = parallelLevel;
+        s.torchrun = new LinkedHashMap<>(torchrun);
+        s.preprocessWorkers = preprocessWorkers;
+        s.postprocessInPool = postprocessInPool;
+        s.maxRetryTimeoutInSec = maxRetryTimeoutInSec;
+        s.maxBatchesInFlight = maxBatchesInFlight;
+        return s;
+    }
+
+    /** Unmodifiable list of the model-config.yaml keys this class understands. */
+    public static Set<String> knownKeys() {
+        Set<String> s = new HashSet<>(INT_KEYS);
+        s.addAll(Arrays.asList("deviceType", "parallelType", "deviceIds", "postprocessInPool", "torchrun"));
+        return Collections.unmodifiableSet(s);
+    }
+}

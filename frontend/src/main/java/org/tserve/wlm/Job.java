@@ -1,0 +1,128 @@
+package org.tserve.wlm;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.tserve.wlm.protocol.Header;
+import org.tserve.wlm.protocol.Part;
+import org.tserve.wlm.protocol.Request;
+import org.tserve.wlm.protocol.Response;
+
+/**
+ * One inference (or customized describe) request for a model version. Create it with the request
+ * headers and parts, hand it to {@link ModelManager#submit(Job)}; the responder is answered
+ * exactly once.
+ */
+public final class Job {
+    /** What the worker is asked to do. */
+    public enum Kind { INFERENCE, DESCRIBE }
+
+    private final String id;
+    private final Kind kind;
+    private final String modelName;
+    private final String version;
+    private final List<Header> headers;
+    private final List<Part> parts;
+    private final JobResponder responder;
+    private final long createdNanos = System.nanoTime();
+    private volatile long dispatchedNanos;
+    private final AtomicBoolean done = new AtomicBoolean();
+
+    /**
+     * @param modelName model to run
+     * @param version model version, or null for the default version
+     * @param headers request headers as received, plus the frontend's own (url_path, explain)
+     * @param parts the request's inputs ({@code body}, form or multipart fields)
+     */
+    public Job(String modelName, String version, List<Header> headers, List<Part> parts, JobResponder responder) {
+        this(UUID.randomUUID().toString(), Kind.INFERENCE, modelName, version, headers, parts, responder);
+    }
+
+    private Job(String id, Kind kind, String modelName, String version, List<Header> headers, List<Part> parts,
+                JobResponder responder) {
+        this.id = id;
+        this.kind = kind;
+        this.modelName = modelName;
+        this.version = version;
+        this.headers = Collections.unmodifiableList(new ArrayList<>(headers));
+        this.parts = Collections.unmodifiableList(new ArrayList<>(parts));
+        this.responder = responder;
+    }
+
+    /** A customized-describe job: header {@code describe: True}, no inputs, always a batch of one. */
+    public static Job describe(String modelName, String version, JobResponder responder) {
+        return new Job(UUID.randomUUID().toString(), Kind.DESCRIBE, modelName, version,
+                List.of(new Header("describe", "True")), List.of(), responder);
+    }
+
+    public String getId() {
+        return id;
+    }
+
+    public Kind getKind() {
+        return kind;
+    }
+
+    public String getModelName() {
+        return modelName;
+    }
+
+    /** The requested version, or null for the default one. */
+    public String getVersion() {
+        return version;
+    }
+
+    public List<Header> getHeaders() {
+        return headers;
+    }
+
+    public List<Part> getParts() {
+        return parts;
+    }
+
+    public long getCreatedNanos() {
+        return createdNanos;
+    }
+
+    long getDispatchedNanos() {
+        return dispatchedNanos;
+    }
+
+    void markDispatched() {
+        dispatchedNanos = System.nanoTime();
+    }
+
+    /** True once the final answer was given. */
+    public boolean isDone() {
+        return done.get();
+    }
+
+    Request toRequest() {
+        return new Request(id, headers, parts);
+    }
+
+    void chunk(Response r) {
+        if (!done.get()) {
+            responder.onChunk(r);
+        }
+    }
+
+    boolean result(Response r) {
+        if (done.compareAndSet(false, true)) {
+            responder.onResult(r);
+            return true;
+        }
+        return false;
+    }
+
+    /** Fails the job unless it was already answered; returns whether this call answered it. */
+    boolean fail(int status, String message) {
+        if (done.compareAndSet(false, true)) {
+            responder.onError(status, message);
+            return true;
+        }
+        return false;
+    }
+}

@@ -1,0 +1,103 @@
+package org.tserve.wlm;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.LinkedBlockingDeque;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import org.tserve.archive.ModelArchive;
+import org.tserve.config.ModelSettings;
+
+/** One registered model version: its archive, settings, bounded job queue and workers. */
+final class Model {
+    final String name;
+    final String version;
+    final String handler;
+    final String runtime;
+    final boolean loadedAtStartup;
+    private final ModelArchive archive;
+    private volatile ModelSettings settings;
+    final LinkedBlockingDeque<Job> queue;
+    final List<WorkerThread> workers = new CopyOnWriteArrayList<>();
+    private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
+    private boolean closed;
+    final AtomicInteger gpuCounter = new AtomicInteger();
+
+    Model(String name, String version, String handler, String runtime, ModelArchive archive, ModelSettings settings,
+          boolean loadedAtStartup) {
+        this.name = name;
+        this.version = version;
+        this.handler = handler;
+        this.runtime = runtime;
+        this.archive = archive;
+        this.settings = settings;
+        this.loadedAtStartup = loadedAtStartup;
+        this.queue = new LinkedBlockingDeque<>(settings.jobQueueSize);
+    }
+
+    ModelArchive getArchive() {
+        return archive;
+    }
+
+    ModelSettings getSettings() {
+        return settings;
+    }
+
+    void setSettings(ModelSettings s) {
+        settings = s;
+    }
+
+    /** Workers that are not being stopped (they count for scaling and for accepting jobs). */
+    List<WorkerThread> activeWorkers() {
+        List<WorkerThread> out = new ArrayList<>();
+        for (WorkerThread w : workers) {
+            if (!w.isStopping() && w.getState() != WorkerState.STOPPED) {
+                out.add(w);
+            }
+        }
+        return out;
+    }
+
+    /** Queues a job; 404 once unregistered, 503 with no worker or a full queue. */
+    void enqueue(Job job, String noWorkerKind) throws WlmException {
+        lock.readLock().lock();
+        try {
+            if (closed) {
+                throw new WlmException(404, "Model not found: " + name);
+            }
+            if (activeWorkers().isEmpty()) {
+                throw new WlmException(503, "Model \"" + name + "\" has no worker to serve " + noWorkerKind
+                        + " request. Please use scale workers API to add workers.");
+            }
+            if (!queue.offer(job)) {
+                throw new WlmException(503, "Model \"" + name + "\" version " + version + " has a full job queue ("
+                        + settings.jobQueueSize + " requests waiting). Retry later, or raise jobQueueSize or add workers.");
+            }
+        } finally {
+            lock.readLock().unlock();
+        }
+    }
+
+    /** Refuses new jobs from now on. */
+    void close() {
+        lock.writeLock().lock();
+        try {
+            closed = true;
+        } finally {
+            lock.writeLock().unlock();
+        }
+    }
+
+    /** Answers every queued job with an error (unregister, scale to zero, shutdown). */
+    int failQueued(int status, String message) {
+        int n = 0;
+        Job j;
+        while ((j = queue.poll()) != null) {
+            if (j.fail(status, message)) {
+                n++;
+            }
+        }
+        return n;
+    }
+}

@@ -1,0 +1,27 @@
+package org.tserve.wlm;
+
+/**
+ * Parameters of a model registration (management API or startup). Null fields are "not given"
+ * and fall back to model-config.yaml, then config.properties.
+ */
+public final class RegisterRequest {
+    /** Archive name in the model store, local path, or allowed URL (required). */
+    public String url;
+    public String modelName;
+    public String handler;
+    public String runtime;
+    public Integer batchSize;
+    public Integer maxBatchDelay;
+    public Integer initialWorkers;
+    public Integer responseTimeout;
+    public Integer startupTimeout;
+    public Integer preprocessWorkers;
+    /** Wait for the workers to load before answering (TorchServe's REST default: true). */
+    public boolean synchronous = true;
+    /** Set for models loaded at server startup (describe's loadedAtStartup). */
+    public boolean loadedAtStartup;
+
+    public RegisterRequest(String url) {
+        this.url = url;
+    }
+}

@@ -1,0 +1,45 @@
+package org.tserve.wlm;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.tserve.config.ConfigManager;
+import org.tserve.config.ModelSettings;
+
+/**
+ * Resolves a model version's settings, lowest priority first: config.properties defaults, its
+ * {@code models} JSON entry, the archive's model-config.yaml, then the register parameters.
+ */
+public final class SettingsResolver {
+    private SettingsResolver() {
+    }
+
+    /**
+     * @param defaultWorkers workers when nothing else says (default_workers_per_model, or the
+     *     CPU/GPU count for startup models)
+     * @param warnings receives one line per unknown or unsupported key
+     */
+    public static ModelSettings resolve(ConfigManager cfg, String name, String version, Map<String, Object> yaml,
+                                        RegisterRequest req, int defaultWorkers, List<String> warnings) {
+        ModelSettings s = ModelSettings.defaults(cfg, defaultWorkers);
+        Map<String, Map<String, Object>> versions = cfg.getModelsJson().get(name);
+        if (versions != null && versions.get(version) != null) {
+            s.apply(versions.get(version), "config.properties models[" + name + "][" + version + "]", warnings);
+        }
+        s.apply(yaml, "model-config.yaml of " + name, warnings);
+        Map<String, Object> api = new LinkedHashMap<>();
+        if (req != null) {
+            api.put("batchSize", req.batchSize);
+            api.put("maxBatchDelay", req.maxBatchDelay);
+            api.put("responseTimeout", req.responseTimeout);
+            api.put("startupTimeout", req.startupTimeout);
+            api.put("preprocessWorkers", req.preprocessWorkers);
+            if (req.initialWorkers != null) {
+                api.put("minWorkers", req.initialWorkers);
+                api.put("maxWorkers", Math.max(req.initialWorkers, s.maxWorkers));
+            }
+        }
+        s.apply(api, "register parameters", warnings);
+        return s;
+    }
+}

@@ -1,0 +1,197 @@
+package org.tserve.wlm;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.logging.Logger;
+import java.util.regex.Pattern;
+import org.tserve.util.Logging;
+
+/**
+ * One Python backend process ({@code python -m ts.model_service_worker}): launch, log copying
+ * (every line into the model log, prefixed with worker and model), and killing its process tree.
+ */
+final class WorkerProcess {
+    private static final Logger MODEL_LOG = Logger.getLogger(Logging.MODEL_LOG);
+    private static final Logger LOG = Logger.getLogger(WorkerProcess.class.getName());
+    private static final int TAIL = 20;
+
+    private final Process process;
+    private final String prefix;
+    private final Deque<String> stderrTail = new ArrayDeque<>();
+    private volatile boolean started;
+    private final List<Thread> pumps = new ArrayList<>();
+
+    private WorkerProcess(Process process, String prefix) {
+        this.process = process;
+        this.prefix = prefix;
+    }
+
+    /** The Unix socket path of a worker port. */
+    static Path socketPath(WorkerEnvironment env, int port) {
+        return env.socketDir.resolve(".ts.sock." + port);
+    }
+
+    static WorkerProcess start(WorkerEnvironment env, Model model, int port, String workerName) throws IOException {
+        List<String> cmd = new ArrayList<>(List.of(env.python, "-m", "ts.model_service_worker"));
+        if (env.useTcp) {
+            cmd.addAll(List.of("--sock-type", "tcp", "--host", "127.0.0.1", "--port", String.valueOf(port)));
+        } else {
+            Path sock = socketPath(env, port);
+            Files.deleteIfExists(sock);
+            cmd.addAll(List.of("--sock-type", "unix", "--sock-name", sock.toString()));
+        }
+        if (env.metricsConfig != null && !env.metricsConfig.isEmpty()) {
+            cmd.addAll(List.of("--metrics-config", env.metricsConfig));
+        }
+        ProcessBuilder pb = new ProcessBuilder(cmd);
+        pb.directory(model.getArchive().getModelDir().toFile());
+        Map<String, String> e = pb.environment();
+        if (!env.envBlacklist.isEmpty()) {
+            Pattern p = Pattern.compile(env.envBlacklist);
+            e.keySet().removeIf(k -> p.matcher(k).matches());
+        }
+        List<String> path = new ArrayList<>();
+        Path deps = model.getArchive().getDepsDir();
+        if (Files.isDirectory(deps)) {
+            path.add(deps.toString());
+        }
+        path.add(model.getArchive().getModelDir().toString());
+        path.add(env.modelServerHome);
+        String existing = System.getenv("PYTHONPATH");
+        if (existing != null && !existing.isEmpty()) {
+            path.add(existing);
+        }
+        e.put("PYTHONPATH", String.join(File.pathSeparator, path));
+        e.put("TS_DECODE_INPUT_REQUEST", String.valueOf(env.decodeInputRequest));
+        e.put("PYTHONUNBUFFERED", "1");
+        LOG.info(workerName + ": launching " + String.join(" ", cmd));
+        WorkerProcess wp = new WorkerProcess(pb.start(), "[" + workerName + "] ");
+        wp.process.getOutputStream().close();
+        wp.pump(wp.process.getInputStream(), "stdout", false);
+        wp.pump(wp.process.getErrorStream(), "stderr", true);
+        return wp;
+    }
+
+    private void pump(InputStream in, String stream, boolean keepTail) {
+        Thread t = new Thread(() -> {
+            try (BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = r.readLine()) != null) {
+                    MODEL_LOG.info(prefix + stream + " " + line);
+                    if (line.contains("Torch worker started.")) {
+                        started = true;
+                    }
+                    if (keepTail || line.contains("Error") || line.contains("error")) {
+                        synchronized (stderrTail) {
+                            stderrTail.addLast(line);
+                            if (stderrTail.size() > TAIL) {
+                                stderrTail.removeFirst();
+                            }
+                        }
+                    }
+                }
+            } catch (IOException ignored) {
+                // the process closed its stream
+            }
+        }, prefix.trim() + "-" + stream);
+        t.setDaemon(true);
+        t.start();
+        pumps.add(t);
+    }
+
+    /** Waits until the log pumps have copied everything the process wrote (bounded). */
+    void drainLogs(long millis) {
+        long deadline = System.currentTimeMillis() + millis;
+        for (Thread t : pumps) {
+            long left = deadline - System.currentTimeMillis();
+            if (left <= 0) {
+                return;
+            }
+            try {
+                t.join(left);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    boolean printedStarted() {
+        return started;
+    }
+
+    long pid() {
+        return process.pid();
+    }
+
+    boolean isAlive() {
+        return process.isAlive();
+    }
+
+    /** Exit status, or null while running. */
+    Integer exitStatus() {
+        return process.isAlive() ? null : process.exitValue();
+    }
+
+    /** The last stderr lines (joined with " | "), for error messages. */
+    String lastErrorLines(int n) {
+        synchronized (stderrTail) {
+            List<String> l = new ArrayList<>(stderrTail);
+            return String.join(" | ", l.subList(Math.max(0, l.size() - n), l.size()));
+        }
+    }
+
+    /** Waits for exit up to {@code millis}; kills the whole tree if still alive. */
+    void stop(long millis) {
+        try {
+            if (process.waitFor(millis, TimeUnit.MILLISECONDS)) {
+                return;
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        kill();
+    }
+
+    /** SIGKILLs the process and all its descendants. */
+    void kill() {
+        List<ProcessHandle> tree = new ArrayList<>();
+        process.toHandle().descendants().forEach(tree::add);
+        process.destroyForcibly();
+        for (ProcessHandle h : tree) {
+            h.destroyForcibly();
+        }
+        try {
+            process.waitFor(5, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** Resident memory of the process in bytes (from /proc), 0 if unknown. */
+    long memoryUsage() {
+        try {
+            for (String l : Files.readAllLines(Path.of("/proc/" + process.pid() + "/status"))) {
+                if (l.startsWith("VmRSS:")) {
+                    String[] f = l.trim().split("\\s+");
+                    return Long.parseLong(f[1]) * 1024L;
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            return 0;
+        }
+        return 0;
+    }
+}

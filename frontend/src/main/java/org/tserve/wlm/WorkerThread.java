@@ -1,0 +1,602 @@
+package org.tserve.wlm;
+
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.tserve.config.ModelSettings;
+import org.tserve.wlm.protocol.Codec;
+import org.tserve.wlm.protocol.Frame;
+import org.tserve.wlm.protocol.FrameType;
+import org.tserve.wlm.protocol.Request;
+import org.tserve.wlm.protocol.Response;
+
+/**
+ * Drives one backend process: launch, connect, LOAD, then a writer loop that sends batches and a
+ * reader thread that matches RESULT/CHUNK frames to in-flight batches by batch id (several
+ * batches may be in flight, see {@link ModelSettings#inFlightLimit()}). A backend that dies or
+ * times out fails only the jobs it held and is restarted with TorchServe's backoff.
+ */
+final class WorkerThread {
+    private static final Logger LOG = Logger.getLogger(WorkerThread.class.getName());
+    /** Seconds to wait before the n-th restart (TorchServe's sequence). */
+    static final int[] BACKOFF = {1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987, 1597};
+    private static final long LOAD_BATCH_ID = 1;
+
+    private final ModelManager manager;
+    private final Model model;
+    private final int port;
+    private final int gpuId;
+    private final String name;
+    private final CompletableFuture<Void> firstLoad = new CompletableFuture<>();
+    private final CompletableFuture<Void> stopped = new CompletableFuture<>();
+    private final CountDownLatch stopSignal = new CountDownLatch(1);
+    private final Map<Long, Batch> inFlight = new ConcurrentHashMap<>();
+    private final AtomicLong batchIds = new AtomicLong(LOAD_BATCH_ID);
+    private volatile WorkerState state = WorkerState.STARTING;
+    private volatile boolean stopping;
+    private volatile long startTime = System.currentTimeMillis();
+    private volatile WorkerProcess process;
+    private volatile Connection conn;
+
+    /** A batch written to the backend and not yet answered. */
+    private static final class Batch {
+        final long id;
+        final List<Job> jobs;
+        final Map<String, Job> byId = new HashMap<>();
+        volatile ScheduledFuture<?> timeout;
+
+        Batch(long id, List<Job> jobs) {
+            this.id = id;
+            this.jobs = jobs;
+            for (Job j : jobs) {
+                byId.put(j.getId(), j);
+            }
+        }
+    }
+
+    /** The socket to the backend plus the reader thread's state. */
+    private final class Connection {
+        final SocketChannel channel;
+        final Object writeLock = new Object();
+        final CompletableFuture<Frame> loadReply = new CompletableFuture<>();
+        final Semaphore permits;
+        volatile String deadReason;
+
+        Connection(SocketChannel channel, int inFlightLimit) {
+            this.channel = channel;
+            this.permits = new Semaphore(inFlightLimit);
+        }
+
+        boolean alive() {
+            return deadReason == null;
+        }
+
+        void write(int type, long batchId, byte[] body) throws IOException {
+            synchronized (writeLock) {
+                Codec.write(channel, type, batchId, body);
+            }
+        }
+
+        void die(String reason) {
+            if (deadReason == null) {
+                deadReason = reason;
+            }
+            loadReply.completeExceptionally(new IOException(reason));
+            try {
+                channel.close();
+            } catch (IOException ignored) {
+                // already closed
+            }
+        }
+    }
+
+    /** A worker failure that ends the current process (the message is for logs and clients). */
+    private static final class WorkerFailure extends Exception {
+        private static final long serialVersionUID = 1L;
+        final int status;
+
+        WorkerFailure(int status, String message) {
+            super(message);
+            this.status = status;
+        }
+    }
+
+    WorkerThread(ModelManager manager, Model model, int port, int gpuId) {
+        this.manager = manager;
+        this.model = model;
+        this.port = port;
+        this.gpuId = gpuId;
+        this.name = "W-" + port + "-" + model.name + "_" + model.version;
+    }
+
+    void start() {
+        Thread t = new Thread(this::run, name);
+        t.setDaemon(true);
+        t.start();
+    }
+
+    String getId() {
+        return String.valueOf(port);
+    }
+
+    int getGpuId() {
+        return gpuId;
+    }
+
+    WorkerState getState() {
+        return state;
+    }
+
+    boolean isStopping() {
+        return stopping;
+    }
+
+    long getStartTime() {
+        return startTime;
+    }
+
+    long getPid() {
+        WorkerProcess p = process;
+        return p == null ? -1 : p.pid();
+    }
+
+    long getMemoryUsage() {
+        WorkerProcess p = process;
+        return p == null || !p.isAlive() ? 0 : p.memoryUsage();
+    }
+
+    /** Completes when the first model load succeeded; fails with a WlmException when it did not. */
+    CompletableFuture<Void> firstLoad() {
+        return firstLoad;
+    }
+
+    /** Completes when the worker has stopped for good. */
+    CompletableFuture<Void> stoppedFuture() {
+        return stopped;
+    }
+
+    /** Asks the worker to stop: no new batches, in-flight batches finish, then STOP and exit. */
+    void stop() {
+        stopping = true;
+        stopSignal.countDown();
+    }
+
+    /** Kills the backend at once (used when a graceful stop takes too long). */
+    void killNow() {
+        stop();
+        Connection c = conn;
+        if (c != null) {
+            c.die("worker killed");
+        }
+        WorkerProcess p = process;
+        if (p != null) {
+            p.kill();
+        }
+    }
+
+    // ---- lifecycle ----
+
+    private void run() {
+        int retries = 0;
+        long recoveryStart = 0;
+        try {
+            while (!stopping) {
+                boolean loaded = false;
+                String failure;
+                int failureStatus = 500;
+                try {
+                    loaded = runOnce();
+                    failure = conn != null && conn.deadReason != null ? conn.deadReason : null;
+                } catch (WorkerFailure e) {
+                    failure = e.getMessage();
+                    failureStatus = e.status;
+                } catch (IOException e) {
+                    failure = "I/O error talking to the worker: " + e.getMessage();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    failure = "interrupted";
+                } catch (RuntimeException e) {
+                    LOG.log(Level.SEVERE, name + ": unexpected error", e);
+                    failure = "unexpected frontend error: " + e;
+                }
+                loaded = loaded || state == WorkerState.READY;
+                cleanup(failure);
+                if (!firstLoad.isDone()) {
+                    firstLoad.completeExceptionally(new WlmException(failureStatus == 200 ? 500 : failureStatus,
+                            failure == null ? "worker stopped before loading the model" : failure));
+                }
+                if (stopping) {
+                    break;
+                }
+                if (loaded) {
+                    retries = 0;
+                    recoveryStart = 0;
+                }
+                long now = System.currentTimeMillis();
+                if (recoveryStart == 0) {
+                    recoveryStart = now;
+                    LOG.info(name + ": Auto recovery start timestamp: " + now);
+                } else if (now - recoveryStart > model.getSettings().maxRetryTimeoutInSec * 1000L) {
+                    LOG.severe(name + ": Auto recovery failed again; worker gives up after maxRetryTimeoutInSec="
+                            + model.getSettings().maxRetryTimeoutInSec + " s");
+                    break;
+                }
+                int delay = BACKOFF[Math.min(retries, BACKOFF.length - 1)];
+                retries++;
+                state = WorkerState.RESTARTING;
+                LOG.warning(name + ": Retry worker: " + port + " in " + delay + " seconds. (" + failure + ")");
+                if (stopSignal.await(delay, TimeUnit.SECONDS)) {
+                    break;
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } finally {
+            state = WorkerState.STOPPED;
+            if (!firstLoad.isDone()) {
+                firstLoad.completeExceptionally(new WlmException(500, "worker stopped before loading the model"));
+            }
+            stopped.complete(null);
+            manager.workerStopped(model, this);
+        }
+    }
+
+    /** One process lifetime; returns true if the model got loaded. */
+    private boolean runOnce() throws WorkerFailure, IOException, InterruptedException {
+        state = WorkerState.STARTING;
+        startTime = System.currentTimeMillis();
+        ModelSettings s = model.getSettings();
+        WorkerEnvironment env = manager.workerEnvironment();
+        process = WorkerProcess.start(env, model, port, name);
+        long deadline = System.currentTimeMillis() + s.startupTimeout * 1000L;
+        SocketChannel ch = connect(env, deadline, s.startupTimeout);
+        Connection c = new Connection(ch, s.inFlightLimit());
+        conn = c;
+        Thread reader = new Thread(() -> readLoop(c), name + "-reader");
+        reader.setDaemon(true);
+        reader.start();
+        load(c, deadline, s);
+        state = WorkerState.READY;
+        LOG.info(name + ": model " + model.name + " version " + model.version + " loaded by worker pid " + process.pid());
+        firstLoad.complete(null);
+        writeLoop(c);
+        if (stopping && c.alive()) {
+            drainAndStop(c, s);
+        }
+        return true;
+    }
+
+    private SocketChannel connect(WorkerEnvironment env, long deadline, int timeoutSec)
+            throws WorkerFailure, InterruptedException {
+        while (true) {
+            WorkerProcess p = process;
+            if (!p.isAlive()) {
+                p.drainLogs(500);
+                throw new WorkerFailure(500, "Worker process exited with status " + p.exitStatus()
+                        + " before it was ready: " + p.lastErrorLines(8));
+            }
+            if (stopping) {
+                throw new WorkerFailure(503, "worker stopped while starting");
+            }
+            SocketChannel ch = null;
+            try {
+                if (env.useTcp) {
+                    ch = SocketChannel.open();
+                    ch.connect(new InetSocketAddress("127.0.0.1", port));
+                } else {
+                    ch = SocketChannel.open(StandardProtocolFamily.UNIX);
+                    ch.connect(UnixDomainSocketAddress.of(WorkerProcess.socketPath(env, port)));
+                }
+                return ch;
+            } catch (IOException e) {
+                if (ch != null) {
+                    try {
+                        ch.close();
+                    } catch (IOException ignored) {
+                        // nothing to do
+                    }
+                }
+            }
+            if (System.currentTimeMillis() > deadline) {
+                throw new WorkerFailure(500, "Worker did not start listening within startupTimeout " + timeoutSec + " s: "
+                        + p.lastErrorLines(5));
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    private void load(Connection c, long deadline, ModelSettings s) throws WorkerFailure, IOException, InterruptedException {
+        WorkerEnvironment env = manager.workerEnvironment();
+        JsonObject j = new JsonObject();
+        j.addProperty("modelName", model.name);
+        j.addProperty("modelVersion", model.version);
+        j.addProperty("modelPath", model.getArchive().getModelDir().toString());
+        j.addProperty("handler", model.handler);
+        j.addProperty("envelope", env.serviceEnvelope);
+        j.addProperty("batchSize", s.batchSize);
+        j.addProperty("gpuId", gpuId);
+        j.addProperty("deviceType", gpuId >= 0 ? "gpu" : "cpu");
+        j.addProperty("limitMaxImagePixels", env.limitMaxImagePixels);
+        j.addProperty("parallelType", s.parallelType);
+        j.addProperty("parallelLevel", s.parallelLevel);
+        j.addProperty("preprocessWorkers", s.preprocessWorkers);
+        j.addProperty("postprocessInPool", s.postprocessInPool);
+        c.write(FrameType.LOAD, LOAD_BATCH_ID, j.toString().getBytes(StandardCharsets.UTF_8));
+        Frame f;
+        try {
+            f = c.loadReply.get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            throw new WorkerFailure(500, "Worker did not load the model within startupTimeout " + s.startupTimeout + " s");
+        } catch (java.util.concurrent.ExecutionException e) {
+            process.stop(2000);
+            process.drainLogs(500);
+            throw new WorkerFailure(500, "Worker closed the connection while loading (exit status " + process.exitStatus()
+                    + "): " + process.lastErrorLines(8));
+        }
+        int status = 500;
+        String message = f.text();
+        try {
+            JsonObject r = JsonParser.parseString(f.text()).getAsJsonObject();
+            status = r.has("status") ? r.get("status").getAsInt() : 500;
+            message = r.has("message") ? r.get("message").getAsString() : message;
+        } catch (RuntimeException e) {
+            message = "unreadable " + FrameType.name(f.type) + " answer: " + f.text();
+        }
+        if (f.type != FrameType.LOADED || status != 200) {
+            process.drainLogs(300);
+            String tail = process.lastErrorLines(5);
+            LOG.severe(name + ": model load failed (" + status + "): " + message + (tail.isEmpty() ? "" : " | " + tail));
+            throw new WorkerFailure(status == 507 ? 507 : 500, message + (tail.isEmpty() ? "" : " | last worker output: " + tail));
+        }
+    }
+
+    private void writeLoop(Connection c) throws InterruptedException {
+        while (!stopping && c.alive()) {
+            if (!c.permits.tryAcquire(200, TimeUnit.MILLISECONDS)) {
+                continue;
+            }
+            ModelSettings s = model.getSettings();
+            List<Job> jobs = BatchAggregator.poll(model.queue, s.batchSize, s.maxBatchDelay, 200);
+            if (jobs.isEmpty()) {
+                c.permits.release();
+                continue;
+            }
+            if (stopping || !c.alive()) {
+                requeue(jobs);
+                c.permits.release();
+                break;
+            }
+            long id = nextBatchId();
+            Batch b = new Batch(id, jobs);
+            List<Request> reqs = new ArrayList<>(jobs.size());
+            for (Job j : jobs) {
+                j.markDispatched();
+                reqs.add(j.toRequest());
+            }
+            inFlight.put(id, b);
+            int timeoutSec = s.responseTimeout;
+            b.timeout = manager.scheduler().schedule(() -> onTimeout(c, b, timeoutSec), timeoutSec, TimeUnit.SECONDS);
+            try {
+                c.write(FrameType.INFERENCE, id, Codec.encodeBatch(reqs));
+            } catch (IOException e) {
+                c.die("write to worker failed: " + e.getMessage());
+            }
+        }
+    }
+
+    private long nextBatchId() {
+        long id = batchIds.incrementAndGet() & 0xffffffffL;
+        if (id <= LOAD_BATCH_ID) {
+            batchIds.set(LOAD_BATCH_ID + 1);
+            id = LOAD_BATCH_ID + 1;
+        }
+        return id;
+    }
+
+    private void requeue(List<Job> jobs) {
+        for (int i = jobs.size() - 1; i >= 0; i--) {
+            Job j = jobs.get(i);
+            if (!model.queue.offerFirst(j)) {
+                j.fail(503, "Job queue of model " + model.name + " is full; retry later");
+            }
+        }
+    }
+
+    private void onTimeout(Connection c, Batch b, int timeoutSec) {
+        if (inFlight.remove(b.id, b)) {
+            String msg = "Model \"" + model.name + "\" did not answer within its responseTimeout of " + timeoutSec
+                    + " s; worker " + port + " is restarted";
+            LOG.warning(name + ": " + msg);
+            for (Job j : b.jobs) {
+                j.fail(504, msg);
+            }
+            c.permits.release();
+            c.die("response timeout after " + timeoutSec + " s");
+            WorkerProcess p = process;
+            if (p != null) {
+                p.kill();
+            }
+        }
+    }
+
+    private void drainAndStop(Connection c, ModelSettings s) throws InterruptedException {
+        long deadline = System.currentTimeMillis() + s.responseTimeout * 1000L;
+        while (!inFlight.isEmpty() && c.alive() && System.currentTimeMillis() < deadline) {
+            Thread.sleep(20);
+        }
+        try {
+            c.write(FrameType.STOP, 0, new byte[0]);
+        } catch (IOException ignored) {
+            // the worker is gone already
+        }
+        c.die("worker stopped");
+        process.stop(3000);
+    }
+
+    // ---- reader ----
+
+    private void readLoop(Connection c) {
+        long limit = manager.maxResponseSize();
+        try {
+            while (true) {
+                Frame f = Codec.read(c.channel, limit);
+                switch (f.type) {
+                    case FrameType.LOADED:
+                        c.loadReply.complete(f);
+                        break;
+                    case FrameType.RESULT:
+                        onResult(c, f);
+                        break;
+                    case FrameType.CHUNK:
+                        onChunk(f);
+                        break;
+                    case FrameType.METRICS:
+                        manager.handlerMetrics(model, String.valueOf(port), f.text());
+                        break;
+                    case FrameType.ERROR:
+                        onErrorFrame(c, f);
+                        break;
+                    case FrameType.PONG:
+                        break;
+                    default:
+                        LOG.warning(name + ": ignoring unexpected frame " + f);
+                }
+            }
+        } catch (IOException e) {
+            if (c.alive() && !stopping) {
+                LOG.warning(name + ": Worker disconnected: " + e.getMessage());
+            }
+            c.die(e instanceof java.io.EOFException ? "worker closed the connection" : e.getMessage());
+        } catch (RuntimeException e) {
+            LOG.log(Level.SEVERE, name + ": reader failed", e);
+            c.die("frontend reader failed: " + e);
+        }
+    }
+
+    private void onResult(Connection c, Frame f) throws IOException {
+        Batch b = inFlight.remove(f.batchId);
+        if (b == null) {
+            LOG.warning(name + ": RESULT for unknown batch " + f.batchId + " ignored");
+            return;
+        }
+        if (b.timeout != null) {
+            b.timeout.cancel(false);
+        }
+        try {
+            List<Response> rs = Codec.decodeResponses(f.body);
+            long now = System.nanoTime();
+            for (Response r : rs) {
+                Job j = b.byId.get(r.requestId());
+                if (j == null) {
+                    LOG.warning(name + ": RESULT names unknown request " + r.requestId());
+                    continue;
+                }
+                if (j.result(r)) {
+                    manager.jobDone(model, r.status(), j.getDispatchedNanos() - j.getCreatedNanos(),
+                            now - j.getDispatchedNanos());
+                }
+            }
+            for (Job j : b.jobs) {
+                j.fail(500, "The worker's answer had no response for request " + j.getId());
+            }
+        } finally {
+            c.permits.release();
+        }
+    }
+
+    private void onChunk(Frame f) throws IOException {
+        Batch b = inFlight.get(f.batchId);
+        if (b == null) {
+            LOG.warning(name + ": CHUNK for unknown batch " + f.batchId + " ignored");
+            return;
+        }
+        for (Response r : Codec.decodeResponses(f.body)) {
+            Job j = b.byId.get(r.requestId());
+            if (j != null) {
+                j.chunk(r);
+            }
+        }
+    }
+
+    private void onErrorFrame(Connection c, Frame f) {
+        int status = 500;
+        String message = f.text();
+        try {
+            JsonObject r = JsonParser.parseString(f.text()).getAsJsonObject();
+            status = r.has("status") ? r.get("status").getAsInt() : 500;
+            message = r.has("message") ? r.get("message").getAsString() : message;
+        } catch (RuntimeException ignored) {
+            // keep the raw text
+        }
+        Batch b = inFlight.remove(f.batchId);
+        if (b != null) {
+            if (b.timeout != null) {
+                b.timeout.cancel(false);
+            }
+            for (Job j : b.jobs) {
+                j.fail(status, message);
+            }
+            c.permits.release();
+        } else if (!c.loadReply.isDone()) {
+            c.loadReply.complete(f);
+        } else {
+            LOG.warning(name + ": worker reported an error: " + message);
+        }
+    }
+
+    private void cleanup(String failure) {
+        Connection c = conn;
+        WorkerProcess p = process;
+        if (c != null) {
+            c.die(failure == null ? "worker stopped" : failure);
+        }
+        Integer exit = null;
+        if (p != null) {
+            if (!stopping && failure != null) {
+                p.stop(1000);
+            } else {
+                p.stop(3000);
+            }
+            exit = p.exitStatus();
+            p.drainLogs(300);
+        }
+        if (!inFlight.isEmpty()) {
+            String msg = "Worker died. (worker " + port + " of model " + model.name
+                    + (exit == null ? "" : " exited with status " + exit) + (failure == null ? "" : ": " + failure) + ")";
+            for (Long id : new ArrayList<>(inFlight.keySet())) {
+                Batch b = inFlight.remove(id);
+                if (b != null) {
+                    if (b.timeout != null) {
+                        b.timeout.cancel(false);
+                    }
+                    for (Job j : b.jobs) {
+                        j.fail(500, msg);
+                    }
+                }
+            }
+            LOG.warning(name + ": " + msg);
+        }
+        if (failure != null && !stopping) {
+            LOG.warning(name + ": worker failed: " + failure + (exit == null ? "" : " (exit status " + exit + ")"));
+        }
+    }
+}
