@@ -10,8 +10,9 @@ import zipfile
 from datetime import datetime
 from pathlib import Path
 
-import model_archiver
 import pytest
+
+import model_archiver
 from model_archiver import ModelArchiver, ModelArchiverConfig, ModelArchiverError
 from model_archiver.manifest import CREATED_ON_FORMAT
 from model_archiver.model_packaging import generate_model_archive
