@@ -208,3 +208,15 @@ def test_python_dash_m(work: Path) -> None:
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert (work / "net.mar").is_file()
+
+
+def test_installed_console_script(work: Path) -> None:
+    # `pip install -e .` (make) puts the script beside the interpreter; it must exit 0 on success
+    # (a console script exits with its function's return value).
+    script = Path(sys.executable).parent / "torch-model-archiver"
+    assert script.exists(), f"{script} missing: install the project first (pip install -e .)"
+    proc = subprocess.run([str(script), *BASE], cwd=work, capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    assert (work / "net.mar").is_file()
+    again = subprocess.run([str(script), *BASE], cwd=work, capture_output=True, text=True, timeout=120)
+    assert_failed(again, "already exists")
