@@ -33,6 +33,7 @@ class FrameType(IntEnum):
     ERROR = 0x1F
 
 
+_TYPE_CODES = frozenset(int(t) for t in FrameType)
 JSON_TYPES = frozenset(
     {FrameType.LOAD, FrameType.LOADED, FrameType.PONG, FrameType.METRICS, FrameType.ERROR}
 )
@@ -42,6 +43,15 @@ RESPONSE_TYPES = frozenset({FrameType.RESULT, FrameType.CHUNK})
 
 class ProtocolError(ValueError):
     """A frame that does not follow docs/protocol.md."""
+
+
+class UnknownFrameType(ProtocolError):
+    """A well-framed frame of a type this side does not know (its body was consumed)."""
+
+    def __init__(self, type_code: int, batch_id: int) -> None:
+        super().__init__(f"unknown frame type 0x{type_code:02X}")
+        self.type_code = type_code
+        self.batch_id = batch_id
 
 
 @dataclass
@@ -323,8 +333,16 @@ def _recv_exact(sock: _Recv, n: int, clean_ok: bool) -> bytearray:
 
 
 def read_frame(sock: _Recv, max_length: int = WORKER_MAX_FRAME) -> Frame:
-    """Block until one whole frame arrived; ConnectionClosed on EOF, ProtocolError on garbage."""
+    """Block until one whole frame arrived; ConnectionClosed on EOF, ProtocolError on garbage.
+
+    A frame of unknown type is consumed whole and reported as UnknownFrameType, so the
+    reader stays in sync and may carry on.
+    """
     header = bytes(_recv_exact(sock, HEADER_SIZE, clean_ok=True))
+    length, type_code, batch_id = _HEAD.unpack(header)
+    if 5 <= length <= max_length and type_code not in _TYPE_CODES:
+        _recv_exact(sock, length - 5, clean_ok=False)
+        raise UnknownFrameType(type_code, batch_id)
     length, frame_type, batch_id = parse_header(header, max_length)
     body = bytes(_recv_exact(sock, length - 5, clean_ok=False)) if length > 5 else b""
     return Frame(frame_type, batch_id, body)

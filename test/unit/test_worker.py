@@ -1,0 +1,277 @@
+"""The backend worker driven over a real Unix socket by a client that uses the codec."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from ts.protocol import codec
+from ts.protocol.client import WorkerProcess
+from ts.protocol.codec import FrameType, Part, Request
+
+HANDLERS = Path(__file__).parent / "test_worker_handlers"
+
+
+def make_model_dir(root: Path, handler_file: str, yaml_text: str = "", name: str = "echo") -> Path:
+    model_dir = root / name
+    (model_dir / "MAR-INF").mkdir(parents=True)
+    shutil.copy(HANDLERS / handler_file, model_dir / handler_file)
+    model: dict = {"modelName": name, "handler": handler_file, "modelVersion": "1.0"}
+    if yaml_text:
+        (model_dir / "model-config.yaml").write_text(yaml_text)
+        model["configFile"] = "model-config.yaml"
+    (model_dir / "MAR-INF" / "MANIFEST.json").write_text(json.dumps({"runtime": "python", "model": model}))
+    return model_dir
+
+
+def load_msg(model_dir: Path, **extra) -> dict:
+    return {"modelName": model_dir.name, "modelPath": str(model_dir), "batchSize": 4, **extra}
+
+
+def req(rid: str, body: object, ctype: str = "application/json", headers=None) -> Request:
+    value = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return Request(rid, list(headers or []), [Part("body", ctype, value)])
+
+
+def result(worker: WorkerProcess, batch_id: int, seen=None) -> list[codec.Response]:
+    return codec.decode_responses(worker.recv_until(FrameType.RESULT, batch_id, seen=seen).body)
+
+
+@pytest.fixture(scope="module")
+def echo_worker(tmp_path_factory):
+    """One loaded worker shared by the tests that leave it running."""
+    model_dir = make_model_dir(tmp_path_factory.mktemp("echo"), "echo_handler.py")
+    with WorkerProcess() as worker:
+        loaded = worker.load(load_msg(model_dir))
+        assert loaded["status"] == 200, loaded
+        yield worker
+
+
+def test_startup_lines_and_load_answer(tmp_path):
+    model_dir = make_model_dir(tmp_path, "echo_handler.py")
+    with WorkerProcess() as worker:
+        assert worker.lines[0] == f"[PID]{worker.proc.pid}"
+        assert worker.lines[1] == "Torch worker started."
+        loaded = worker.load(load_msg(model_dir))
+        assert loaded == {"status": 200, "message": "loaded model echo", "pid": worker.proc.pid,
+                          "rank": 0, "worldSize": 1}
+        worker.send(codec.encode_frame(FrameType.PING, 77))
+        pong = codec.decode_json_body(worker.recv_until(FrameType.PONG, 77).body)
+        assert pong["status"] == "healthy" and pong["pid"] == worker.proc.pid and pong["rank"] == 0
+        assert set(pong["stages"]) == {"handle"}
+
+
+def test_batch_inputs_decoded_as_torchserve_does(echo_worker):
+    batch = [
+        req("a", {"k": [1, 2]}),
+        req("b", "héllo".encode(), "text/plain", [("x-test", "yes")]),
+        Request("c", [], [Part("data", "image/png", b"\x89PNG"), Part("caption", "", b"cap")]),
+        req("d", b"{not json", "application/json"),
+    ]
+    echo_worker.send_batch(5, batch)
+    out = result(echo_worker, 5)
+    assert [r.request_id for r in out] == ["a", "b", "c", "d"]
+    assert json.loads(out[0].body) == {"k": [1, 2]}
+    assert out[0].content_type == ""
+    assert json.loads(out[1].body) == {"type": "str", "len": 5, "header": "yes", "parts": ["body"]}
+    assert out[1].content_type == "text/plain"
+    assert ("x-index", "1") in out[1].headers
+    assert json.loads(out[2].body)["parts"] == ["caption", "data"]
+    assert json.loads(out[2].body)["type"] == "bytes"  # the 'data' part is missing 'body': row itself
+    assert json.loads(out[3].body)["type"] == "bytes"  # invalid JSON stays bytes
+    assert all(r.status == 200 for r in out)
+
+
+def test_per_request_status_and_metrics_frame(echo_worker):
+    echo_worker.send_batch(6, [req("a", {"v": 1}), req("b", {"status": 404})])
+    seen: list = []
+    out = result(echo_worker, 6)
+    assert (out[0].status, out[1].status, out[1].message) == (200, 404, "custom phrase")
+    metrics = codec.decode_json_body(echo_worker.recv_until(FrameType.METRICS, 6, seen=seen).body)
+    by_name = {m["name"]: m for m in metrics}
+    assert by_name["EchoHits"]["value"] == 2
+    assert by_name["EchoHits"]["dimensions"] == {"ModelName": "echo"}
+    assert by_name["EchoRequests"]["unit"] == "Count"
+    assert by_name["EchoRequests"]["dimensions"] == {"ModelName": "echo", "Level": "Model"}
+    assert by_name["EchoRequests"]["requestId"] == "a,b"
+    assert by_name["StageBusyTime"]["dimensions"]["Stage"] == "handle"
+
+
+@pytest.mark.parametrize("op, status, message", [
+    ("raise", 500, "ValueError: bad pixel value -3"),
+    ("predexc", 422, "input too long for this model"),
+    ("oom", 507, "out of memory: cannot allocate 4 GiB"),
+    ("short", 500, "handler returned 1 results for a batch of 2 requests"),
+    ("notlist", 500, "handler returned dict for a batch of 2 requests"),
+])
+def test_handler_errors_fail_only_their_batch(echo_worker, op, status, message):
+    echo_worker.send_batch(10, [req("a", {"op": op}), req("b", {"v": 2})])
+    out = result(echo_worker, 10)
+    assert [(r.request_id, r.status) for r in out] == [("a", status), ("b", status)]
+    assert message in out[0].message
+    echo_worker.send_batch(11, [req("c", {"v": 3})])
+    assert json.loads(result(echo_worker, 11)[0].body) == {"v": 3}
+
+
+def test_traceback_logged_once_for_unexpected_errors(tmp_path):
+    model_dir = make_model_dir(tmp_path, "echo_handler.py")
+    with WorkerProcess() as worker:
+        worker.load(load_msg(model_dir))
+        worker.send_batch(12, [req("a", {"op": "raise"})])
+        result(worker, 12)
+        worker.send_batch(13, [req("a", {"op": "predexc"})])
+        result(worker, 13)
+        worker.send(codec.encode_frame(FrameType.STOP, 14))
+        assert worker.wait_exit() == 0
+        out = worker.output()
+    assert out.count("Traceback") == 1
+    assert "PredictionException(422)" in out
+
+
+def test_streaming_sends_chunks_before_result(echo_worker):
+    echo_worker.send_batch(20, [req("s1", {"op": "stream"}), req("s2", {})])
+    chunks = [echo_worker.recv_until(FrameType.CHUNK, 20) for _ in range(3)]
+    pieces = [codec.decode_responses(c.body) for c in chunks]
+    assert [p[0].body for p in pieces] == [b"piece0 ", b"piece1 ", b"piece2 "]
+    assert all(("ts_stream_next", "true") in p[1].headers for p in pieces)
+    final = result(echo_worker, 20)
+    assert [r.body for r in final] == [b"end", b"end"]
+    assert ("ts_stream_next", "false") in final[0].headers
+
+
+def test_several_batches_in_flight_answered_in_order(echo_worker):
+    for bid in (31, 32, 33):
+        echo_worker.send_batch(bid, [req(f"r{bid}", {"op": "sleep", "s": 0.05, "id": bid})])
+    got = []
+    while len(got) < 3:
+        frame = echo_worker.recv()
+        if frame.type is FrameType.RESULT:
+            got.append((frame.batch_id, codec.decode_responses(frame.body)[0].request_id))
+    assert got == [(31, "r31"), (32, "r32"), (33, "r33")]
+
+
+def test_tensor_results_use_torch_save(echo_worker):
+    import io
+
+    import torch
+
+    echo_worker.send_batch(40, [req("t", {"op": "tensor"})])
+    body = result(echo_worker, 40)[0].body
+    assert torch.equal(torch.load(io.BytesIO(body)), torch.arange(3))
+
+
+def test_function_handler_and_named_function(tmp_path):
+    model_dir = make_model_dir(tmp_path, "fn_handler.py")
+    with WorkerProcess() as worker:
+        assert worker.load(load_msg(model_dir))["status"] == 200
+        worker.send_batch(2, [req("a", b"x", "text/plain")])
+        assert result(worker, 2)[0].body == b"echo:x"
+    with WorkerProcess() as worker:
+        assert worker.load(load_msg(model_dir, handler="fn_handler.py:shout"))["status"] == 200
+        worker.send_batch(2, [req("a", b"x", "text/plain")])
+        assert result(worker, 2)[0].body == b"X"
+
+
+def test_load_failure_reports_error_and_exits_nonzero(tmp_path):
+    model_dir = make_model_dir(tmp_path, "echo_handler.py", "handler:\n  fail_init: true\n")
+    with WorkerProcess() as worker:
+        loaded = worker.load(load_msg(model_dir))
+        assert loaded["status"] == 500
+        assert "tokenizer file vocab.txt is missing" in loaded["message"]
+        assert worker.wait_exit() != 0
+
+
+def test_missing_handler_module_names_it(tmp_path):
+    model_dir = make_model_dir(tmp_path, "echo_handler.py")
+    with WorkerProcess() as worker:
+        loaded = worker.load(load_msg(model_dir, handler="nope_handler.py"))
+        assert loaded["status"] == 500
+        assert "'nope_handler' is neither a file in the model archive nor a built-in" in loaded["message"]
+
+
+def test_stop_and_close_exit_zero(tmp_path):
+    model_dir = make_model_dir(tmp_path, "echo_handler.py")
+    with WorkerProcess() as worker:
+        worker.load(load_msg(model_dir))
+        worker.send(codec.encode_frame(FrameType.STOP, 3))
+        assert worker.wait_exit() == 0
+    with WorkerProcess() as worker:
+        worker.sock.close()
+        worker.sock = None
+        assert worker.wait_exit() == 0
+
+
+def test_inference_before_load_and_unknown_frames(tmp_path):
+    with WorkerProcess() as worker:
+        worker.send_batch(4, [req("a", {})])
+        out = result(worker, 4)
+        assert out[0].status == 503 and "send LOAD first" in out[0].message
+        worker.send(codec.encode_frame(0x7E, 5, b"xyz"))
+        err = codec.decode_json_body(worker.recv_until(FrameType.ERROR, 5).body)
+        assert err["status"] == 400 and "unknown frame type 0x7E" in err["message"]
+        worker.send(codec.encode_frame(FrameType.PING, 6))
+        assert worker.recv_until(FrameType.PONG, 6)
+
+
+def test_ping_answered_while_a_batch_runs(echo_worker):
+    echo_worker.send_batch(50, [req("slow", {"op": "sleep", "s": 1.0})])
+    echo_worker.send(codec.encode_frame(FrameType.PING, 51))
+    seen: list = []
+    pong = echo_worker.recv_until(FrameType.PONG, 51, seen=seen)
+    assert not [f for f in seen if f.batch_id == 50]  # not stuck behind the running batch
+    assert codec.decode_json_body(pong.body)["inFlight"] == 1
+    result(echo_worker, 50)
+
+
+def test_torchrun_rank_socket_naming(tmp_path):
+    env = {"LOCAL_RANK": "2", "RANK": "2", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}
+    with WorkerProcess(port=9100, env=env, connect=False) as worker:
+        worker.wait_started(60)
+        rank_sock = os.path.join(worker.sock_dir, ".ts.sock.9102")
+        assert os.path.exists(rank_sock)
+        assert not os.path.exists(worker.sock_name)
+        worker.connect(rank_sock)
+        worker.send(codec.encode_frame(FrameType.PING, 1))
+        pong = codec.decode_json_body(worker.recv_until(FrameType.PONG, 1).body)
+        assert (pong["rank"], pong["localRank"], pong["worldSize"]) == (2, 2, 4)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_rank_worker_loads_everywhere_and_only_rank0_answers(tmp_path):
+    model_dir = make_model_dir(tmp_path, "rank_handler.py")
+    sock_dir = str(tmp_path)
+    master = str(_free_port())
+    workers = []
+    try:
+        for rank in (0, 1):
+            env = {"LOCAL_RANK": str(rank), "RANK": str(rank), "WORLD_SIZE": "2",
+                   "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": master,
+                   "TS_DIST_TIMEOUT_S": "60"}
+            workers.append(WorkerProcess(sock_dir=sock_dir, port=9200, env=env, connect=False))
+        for rank, worker in enumerate(workers):
+            worker.wait_started(60)
+            worker.connect(os.path.join(sock_dir, f".ts.sock.{9200 + rank}"))
+        for worker in workers:
+            worker.send_json(FrameType.LOAD, 1, load_msg(model_dir, parallelType="tp", parallelLevel=2))
+        loaded = [codec.decode_json_body(w.recv_until(FrameType.LOADED, timeout=120).body) for w in workers]
+        assert [(m["status"], m["rank"], m["worldSize"]) for m in loaded] == [(200, 0, 2), (200, 1, 2)]
+        for worker in workers:
+            worker.send_batch(9, [req("a", {})])
+        out = result(workers[0], 9)
+        assert json.loads(out[0].body) == {"rank": 0, "world": 2, "sum": 3.0, "device": "cpu"}
+        # rank 1 ran the batch (the all_reduce completed) but sends nothing back
+        workers[1].send(codec.encode_frame(FrameType.PING, 10))
+        assert workers[1].recv().type is FrameType.PONG
+    finally:
+        for worker in workers:
+            worker.close()

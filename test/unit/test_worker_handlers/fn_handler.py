@@ -1,0 +1,16 @@
+"""Module-level handler: handle(data, context), initialised with handle(None, context)."""
+
+STATE = {}
+
+
+def handle(data, context):
+    if data is None:
+        STATE["initialized"] = context.model_name
+        return None
+    return [f"{STATE['initialized']}:{row.get('body')}" for row in data]
+
+
+def shout(data, context):
+    if data is None:
+        return None
+    return [str(row.get("body")).upper() for row in data]

@@ -1,0 +1,1 @@
+"""Helpers for handlers (TorchServe import paths)."""

@@ -1,0 +1,1 @@
+"""Handler metrics (context.metrics), TorchServe's API, flushed as METRICS frames."""

@@ -1,0 +1,311 @@
+"""The backend worker: one process (or one torchrun rank) serving one frontend connection.
+
+    python -m ts.model_service_worker --sock-type unix --sock-name DIR/.ts.sock.9000
+    python -m ts.model_service_worker --sock-type tcp --host 127.0.0.1 --port 9000
+
+It binds, prints ``[PID]<pid>`` and ``Torch worker started.``, accepts one connection and
+serves LOAD / INFERENCE / PING / STOP frames (docs/protocol.md) until the socket closes.
+A reader thread takes frames off the socket as they arrive (PING is answered there, at
+once); the main thread handles LOAD, INFERENCE and STOP in arrival order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ts.protocol import codec
+from ts.protocol.codec import Frame, FrameType
+
+logger = logging.getLogger("ts.worker")
+
+ACCEPT_TIMEOUT_S = 60.0
+LOG_FORMAT = "%(asctime)s [%(levelname)s] %(name)s - %(message)s"
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """torchrun's view of this process; a plain worker is rank 0 of 1."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+    restart_count: int = 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> RankInfo:
+        env = dict(os.environ if env is None else env)
+
+        def num(key: str, default: int) -> int:
+            try:
+                return int(env.get(key, default))
+            except ValueError:
+                raise SystemExit(f"environment variable {key}={env[key]!r} is not an integer") from None
+
+        local_rank = num("LOCAL_RANK", 0)
+        return cls(rank=num("RANK", local_rank), local_rank=local_rank,
+                   world_size=num("WORLD_SIZE", 1), local_world_size=num("LOCAL_WORLD_SIZE", 1),
+                   restart_count=num("TORCHELASTIC_RESTART_COUNT", 0))
+
+
+def rank_socket_name(sock_name: str, local_rank: int) -> str:
+    """``.../.ts.sock.9000`` -> ``.../.ts.sock.<9000+local_rank>`` (TorchServe's rule)."""
+    if local_rank == 0:
+        return sock_name
+    base, dot, number = sock_name.rpartition(".")
+    if not dot or not number.isdigit():
+        raise SystemExit(f"--sock-name {sock_name!r} must end in .<number> for torchrun ranks")
+    return f"{base}.{int(number) + local_rank}"
+
+
+def bind_listener(args: argparse.Namespace, ranks: RankInfo) -> tuple[socket.socket, str]:
+    if args.sock_type == "unix":
+        if not args.sock_name:
+            raise SystemExit("--sock-name is required with --sock-type unix")
+        path = rank_socket_name(args.sock_name, ranks.local_rank)
+        try:
+            os.unlink(path)  # stale socket from a previous worker
+        except FileNotFoundError:
+            pass
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)
+        where = path
+    else:
+        if args.port is None:
+            raise SystemExit("--port is required with --sock-type tcp")
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        port = int(args.port) + ranks.local_rank
+        sock.bind((args.host, port))
+        where = f"{args.host}:{port}"
+    sock.listen(1)
+    return sock, where
+
+
+def init_process_group(ranks: RankInfo, device_type: str, timeout_s: float) -> None:
+    """Initialise torch.distributed once per process, safely across elastic restarts.
+
+    With torchrun's shared agent store every restart attempt would reuse the same keys
+    (pytorch #135712), so the group is built on a PrefixStore keyed by the restart count.
+    With ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` each attempt has a fresh store: use env://.
+    """
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    backend = "nccl" if device_type == "gpu" and torch.cuda.is_available() else "gloo"
+    timeout = datetime.timedelta(seconds=timeout_s)
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    use_agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+    if addr and port and use_agent_store:
+        base = dist.TCPStore(addr, int(port), ranks.world_size, is_master=False, timeout=timeout)
+        store = dist.PrefixStore(f"tserve/attempt{ranks.restart_count}", base)
+        dist.init_process_group(backend, store=store, rank=ranks.rank,
+                                world_size=ranks.world_size, timeout=timeout)
+    else:
+        dist.init_process_group(backend, init_method="env://", rank=ranks.rank,
+                                world_size=ranks.world_size, timeout=timeout)
+    logger.info("rank %d/%d: process group ready (%s)", ranks.rank, ranks.world_size, backend)
+
+
+class Worker:
+    """Serves one connection; see the module docstring."""
+
+    def __init__(self, conn: socket.socket, ranks: RankInfo, metrics_config: str | None) -> None:
+        self.conn = conn
+        self.ranks = ranks
+        self.metrics_config = metrics_config
+        self._send_lock = threading.Lock()
+        self._inbox: queue.Queue[tuple[Frame | None, float]] = queue.Queue()
+        self.pipeline: Any = None
+        self.model_name = ""
+        self.exit_code = 0
+
+    # ------------------------------------------------------------------ io
+    def send(self, data: bytes) -> None:
+        with self._send_lock:
+            self.conn.sendall(data)
+
+    def send_json(self, ftype: FrameType, batch_id: int, obj: Any) -> None:
+        self.send(codec.encode_json_frame(ftype, batch_id, obj))
+
+    def _reader(self) -> None:
+        try:
+            while True:
+                try:
+                    frame = codec.read_frame(self.conn)
+                except codec.UnknownFrameType as exc:
+                    logger.warning("ignoring %s (batch %d)", exc, exc.batch_id)
+                    self.send_json(FrameType.ERROR, exc.batch_id,
+                                   {"status": 400, "message": f"{exc}; this worker speaks protocol version 1"})
+                    continue
+                if frame.type is FrameType.PING:
+                    self.send_json(FrameType.PONG, frame.batch_id, self.pong())
+                elif frame.type in (FrameType.LOAD, FrameType.INFERENCE, FrameType.STOP):
+                    self._inbox.put((frame, time.monotonic()))
+                else:
+                    self.send_json(FrameType.ERROR, frame.batch_id, {
+                        "status": 400, "message": f"unexpected {frame.type.name} frame from the frontend"})
+        except codec.ConnectionClosed as exc:
+            if not exc.clean:
+                logger.warning("frontend connection lost: %s", exc)
+        except codec.ProtocolError as exc:
+            logger.error("bad frame from the frontend: %s; closing the connection", exc)
+            self.exit_code = 1
+            try:
+                self.send_json(FrameType.ERROR, 0, {"status": 400, "message": str(exc)})
+            except OSError:
+                pass
+        except OSError as exc:
+            logger.warning("frontend connection error: %s", exc)
+        self._inbox.put((None, time.monotonic()))
+
+    def pong(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": "healthy", "pid": os.getpid(), "rank": self.ranks.rank,
+                               "localRank": self.ranks.local_rank, "worldSize": self.ranks.world_size,
+                               "modelName": self.model_name, "loaded": self.pipeline is not None}
+        if self.pipeline is not None:
+            out["inFlight"] = self.pipeline.in_flight
+            out["stages"] = self.pipeline.stats.snapshot()
+        return out
+
+    # ------------------------------------------------------------------ main loop
+    def serve(self) -> int:
+        threading.Thread(target=self._reader, name="frame-reader", daemon=True).start()
+        try:
+            while True:
+                frame, received_at = self._inbox.get()
+                if frame is None:
+                    logger.info("frontend closed the connection; worker exits")
+                    break
+                if frame.type is FrameType.STOP:
+                    logger.info("STOP received; finishing in-flight batches")
+                    break
+                if frame.type is FrameType.LOAD:
+                    if not self._load(frame):
+                        return 1
+                elif frame.type is FrameType.INFERENCE:
+                    self._inference(frame, received_at)
+        finally:
+            if self.pipeline is not None:
+                self.pipeline.drain()
+                self.pipeline.close()
+        return self.exit_code
+
+    def _load(self, frame: Frame) -> bool:
+        from ts.model_loader import LoadError, LoadRequest
+        from ts.pipeline.loader import load_pipeline
+        from ts.service import is_oom
+
+        if self.pipeline is not None:
+            self.send_json(FrameType.LOADED, frame.batch_id, {
+                "status": 409, "message": f"model {self.model_name} is already loaded in this worker"})
+            return True
+        started = time.monotonic()
+        try:
+            req = LoadRequest.from_json(codec.decode_json_body(frame.body, "LOAD body"))
+            self.model_name = req.model_name
+            logger.info("loading model %s from %s (handler %s)", req.model_name, req.model_path,
+                        req.handler or "base_handler")
+            if self.ranks.distributed:
+                init_process_group(self.ranks, req.device_type,
+                                   float(os.environ.get("TS_DIST_TIMEOUT_S", "300")))
+            self.pipeline = load_pipeline(req, self.metrics_config, self.ranks, self.send)
+        except (LoadError, codec.ProtocolError) as exc:
+            status = getattr(exc, "status", 500)
+            logger.error("model %s failed to load: %s", self.model_name, exc)
+            self.send_json(FrameType.LOADED, frame.batch_id, {"status": status, "message": str(exc)})
+            return False
+        except BaseException as exc:  # noqa: BLE001 - report any handler failure to the frontend
+            status = 507 if is_oom(exc) else 500
+            logger.exception("model %s failed to load", self.model_name)
+            self.send_json(FrameType.LOADED, frame.batch_id,
+                           {"status": status, "message": f"{type(exc).__name__}: {exc}"})
+            return False
+        ms = (time.monotonic() - started) * 1000
+        logger.info("model %s loaded in %.0f ms", self.model_name, ms)
+        self.send_json(FrameType.LOADED, frame.batch_id, {
+            "status": 200, "message": f"loaded model {self.model_name}", "pid": os.getpid(),
+            "rank": self.ranks.rank, "worldSize": self.ranks.world_size})
+        return True
+
+    def _inference(self, frame: Frame, received_at: float) -> None:
+        try:
+            requests = codec.decode_batch(frame.body)
+        except codec.ProtocolError as exc:
+            logger.error("batch %d: %s", frame.batch_id, exc)
+            self.send_json(FrameType.ERROR, frame.batch_id, {"status": 400, "message": str(exc)})
+            return
+        if self.pipeline is None:
+            from ts.service import error_responses
+
+            self.send(codec.encode_result(frame.batch_id, error_responses(
+                requests, 503, "no model is loaded in this worker yet: send LOAD first")))
+            return
+        self.pipeline.submit(frame.batch_id, requests, received_at)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="ts.model_service_worker", description="tserve backend worker")
+    p.add_argument("--sock-type", choices=["unix", "tcp"], default="unix")
+    p.add_argument("--sock-name", help="Unix socket path, e.g. /tmp/.ts.sock.9000")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int)
+    p.add_argument("--metrics-config", help="metrics.yaml (model_metrics are pre-registered)")
+    p.add_argument("--async", dest="async_mode", action="store_true",
+                   help="accepted for TorchServe compatibility; tserve always pipelines")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("TS_WORKER_LOG_LEVEL", "INFO"), format=LOG_FORMAT,
+                        stream=sys.stdout)
+    args = parse_args(argv)
+    ranks = RankInfo.from_env()
+    listener, where = bind_listener(args, ranks)
+    print(f"[PID]{os.getpid()}", flush=True)
+    print("Torch worker started.", flush=True)
+    print(f"Python runtime: {sys.version.split()[0]}", flush=True)
+    logger.info("rank %d listening on %s", ranks.rank, where)
+    listener.settimeout(ACCEPT_TIMEOUT_S)
+    try:
+        conn, _ = listener.accept()
+    except TimeoutError:
+        logger.error("no frontend connected to %s within %.0f s; exiting", where, ACCEPT_TIMEOUT_S)
+        return 1
+    finally:
+        listener.close()
+        if args.sock_type == "unix":
+            try:
+                os.unlink(where)
+            except OSError:
+                pass
+    conn.settimeout(None)
+    try:
+        return Worker(conn, ranks, args.metrics_config).serve()
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: handler threads or CUDA contexts must not delay the exit.
+    os._exit(code)

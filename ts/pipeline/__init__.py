@@ -1,0 +1,1 @@
+"""How a worker runs batches: inline (sync) or through the preprocess pool."""

@@ -1,0 +1,41 @@
+"""Builds the pipeline a LOAD asks for: inline, or with a preprocess pool."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ts.model_loader import LoadError, LoadRequest, build_context, load_service, read_manifest, read_model_yaml, resolve_handler
+
+
+def device_name(req: LoadRequest, local_rank: int, distributed: bool) -> str:
+    import torch
+
+    if req.device_type == "gpu" and torch.cuda.is_available():
+        index = local_rank if distributed else max(req.gpu_id, 0)
+        return f"cuda:{index}"
+    return "cpu"
+
+
+def load_pipeline(req: LoadRequest, metrics_config: str | None, ranks: Any,
+                  send: Callable[[bytes], None]) -> Any:
+    manifest = read_manifest(req.model_path)
+    yaml_cfg = read_model_yaml(req.model_path, manifest)
+    if not req.handler:
+        req.handler = manifest.get("model", {}).get("handler", "") or "base_handler"
+    if not req.envelope:
+        req.envelope = manifest.get("model", {}).get("envelope", "") or ""
+    device = device_name(req, ranks.local_rank, ranks.distributed)
+    context = build_context(req, manifest, yaml_cfg, metrics_config, ranks.rank, ranks.local_rank,
+                            ranks.world_size, device)
+    spec = resolve_handler(req.handler, req.model_path)
+    answer = ranks.local_rank == 0  # TorchServe: only LOCAL_RANK 0 answers inference
+    if req.preprocess_workers < 0:
+        raise LoadError(f"preprocessWorkers must be >= 0, got {req.preprocess_workers}")
+    if req.preprocess_workers == 0:
+        from ts.pipeline.sync import SyncPipeline
+
+        return SyncPipeline(load_service(req, context, spec), send, answer)
+    from ts.pipeline.pooled import PooledPipeline
+
+    return PooledPipeline.create(req, context, spec, metrics_config, send, answer)

@@ -1,0 +1,84 @@
+"""Per-stage busy time and queue wait, reported in PONG (``stages``) and METRICS frames."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+
+class StageStats:
+    """Cumulative counters for one pipeline stage."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.batches = 0
+        self.busy_ms = 0.0
+        self.queue_wait_ms = 0.0
+        self._lock = threading.Lock()
+
+    def record(self, queue_wait_s: float, busy_s: float) -> None:
+        with self._lock:
+            self.batches += 1
+            self.busy_ms += busy_s * 1000.0
+            self.queue_wait_ms += max(0.0, queue_wait_s) * 1000.0
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {"batches": self.batches, "busyMs": round(self.busy_ms, 3),
+                    "queueWaitMs": round(self.queue_wait_ms, 3)}
+
+
+class IdleTracker:
+    """Time the inference stage waited for input while batches were inside the worker.
+
+    ``idleFraction`` = starved / (starved + busy): 0 means inference never waited on
+    preprocessing (the pool keeps it fed); near 1 means it mostly waited.
+    """
+
+    def __init__(self) -> None:
+        self.starved_s = 0.0
+        self.busy_s = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, starved_s: float, busy_s: float) -> None:
+        with self._lock:
+            self.starved_s += max(0.0, starved_s)
+            self.busy_s += max(0.0, busy_s)
+
+    def fraction(self) -> float:
+        with self._lock:
+            total = self.starved_s + self.busy_s
+            return round(self.starved_s / total, 6) if total > 0 else 0.0
+
+
+class PipelineStats:
+    def __init__(self, stage_names: list[str]) -> None:
+        self.stages = {n: StageStats(n) for n in stage_names}
+        self.idle = IdleTracker()
+        self.started = time.monotonic()
+
+    def snapshot(self) -> dict[str, Any]:
+        out = {n: s.snapshot() for n, s in self.stages.items()}
+        if "inference" in out:
+            out["inference"]["idleFraction"] = self.idle.fraction()
+        return out
+
+    def batch_records(self, model_name: str, request_ids: str,
+                      per_stage: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+        """METRICS records for one batch: each stage's busy and queue-wait time (ms)."""
+        records: list[dict[str, Any]] = []
+        for stage, (wait_s, busy_s) in per_stage.items():
+            dims = {"ModelName": model_name, "Level": "Model", "Stage": stage}
+            records.append({"name": "StageBusyTime", "unit": "Milliseconds",
+                            "value": round(busy_s * 1000, 3), "type": "gauge",
+                            "dimensions": dims, "requestId": request_ids})
+            records.append({"name": "StageQueueTime", "unit": "Milliseconds",
+                            "value": round(wait_s * 1000, 3), "type": "gauge",
+                            "dimensions": dict(dims), "requestId": request_ids})
+        if "inference" in per_stage:
+            records.append({"name": "InferenceIdlePercent", "unit": "Percent",
+                            "value": round(self.idle.fraction() * 100, 3), "type": "gauge",
+                            "dimensions": {"ModelName": model_name, "Level": "Model"},
+                            "requestId": request_ids})
+        return records

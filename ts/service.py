@@ -1,0 +1,187 @@
+"""Runs one batch through a handler: decode the inputs as TorchServe does, call the entry
+point, turn its return (or its exception) into one protocol Response per request."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ts.context import Context, RequestProcessor
+from ts.protocol.codec import Request, Response
+from ts.utils.util import PredictionException
+
+logger = logging.getLogger("ts.service")
+
+Entry = Callable[[list[dict[str, Any]], Context], Any]
+STREAM_HEADER = "ts_stream_next"
+
+
+class BatchError(Exception):
+    """A batch-level failure: every request of the batch gets ``status`` and ``message``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def decode_input_enabled() -> bool:
+    return os.environ.get("TS_DECODE_INPUT_REQUEST", "true").lower() != "false"
+
+
+def decode_value(content_type: str, value: bytes, decode: bool) -> Any:
+    """application/json -> json.loads (bytes if invalid), text/* -> str, else bytes."""
+    if not decode:
+        return value
+    if content_type == "application/json":
+        try:
+            return json.loads(value.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            logger.warning("Failed json decoding of input data. Forwarding encoded payload")
+            return value
+    if content_type.startswith("text"):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+    return value
+
+
+def decode_batch(requests: list[Request], decode: bool | None = None
+                 ) -> tuple[list[dict[str, Any]], dict[int, str], list[RequestProcessor]]:
+    """Handler input list, {index: request id}, and one RequestProcessor per request."""
+    decode = decode_input_enabled() if decode is None else decode
+    data: list[dict[str, Any]] = []
+    ids: dict[int, str] = {}
+    processors: list[RequestProcessor] = []
+    for idx, req in enumerate(requests):
+        headers: dict[str, Any] = dict(req.headers)
+        item: dict[str, Any] = {}
+        for part in req.parts:
+            item[part.name] = decode_value(part.content_type, part.value, decode)
+            headers[part.name] = {"content-type": part.content_type}
+        data.append(item)
+        ids[idx] = req.request_id
+        processors.append(RequestProcessor(headers))
+    return data, ids, processors
+
+
+def encode_value(value: Any) -> bytes:
+    """bytes raw, str UTF-8, tensor torch.save, else json.dumps(indent=2) as TorchServe does."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            buf = io.BytesIO()
+            torch.save(value, buf)
+            return buf.getvalue()
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    try:
+        return json.dumps(value, indent=2).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise BatchError(500, f"cannot encode a handler result of type {type(value).__name__}: "
+                         f"{exc}; return bytes, str, a tensor or a JSON-serialisable value") from None
+
+
+def build_responses(results: list[Any], context: Context, final: bool = True) -> list[Response]:
+    """One Response per result, with status/headers/content type from the context."""
+    out: list[Response] = []
+    for idx, value in enumerate(results):
+        proc = context.request_processor[idx]
+        headers = proc.get_response_headers()
+        if final and headers.get(STREAM_HEADER) == "true":
+            headers[STREAM_HEADER] = "false"
+        content_type = ""
+        wire_headers: list[tuple[str, str]] = []
+        for k, v in headers.items():
+            if k.lower() == "content-type":
+                content_type = str(v)
+            else:
+                wire_headers.append((str(k), str(v)))
+        status = proc.get_response_status_code()
+        phrase = proc.get_response_status_phrase() or ""
+        out.append(Response(context.request_ids[idx] if context.request_ids else str(idx),
+                            status, phrase, content_type, wire_headers, encode_value(value)))
+    return out
+
+
+def error_responses(requests: list[Request], status: int, message: str) -> list[Response]:
+    return [Response(r.request_id, status, message) for r in requests]
+
+
+def is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    try:
+        import torch
+
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            return True
+    except (ImportError, AttributeError):  # pragma: no cover
+        pass
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def classify_exception(exc: BaseException, model_name: str) -> BatchError:
+    """Map a handler exception to the status/message every request of the batch gets."""
+    if isinstance(exc, BatchError):
+        return exc
+    if isinstance(exc, PredictionException):
+        logger.warning("model %s: handler raised PredictionException(%s): %s",
+                       model_name, exc.error_code, exc.message)
+        return BatchError(int(exc.error_code), exc.message)
+    if is_oom(exc):
+        logger.error("model %s: out of memory in handler: %s", model_name, exc)
+        return BatchError(507, f"out of memory: {exc}")
+    logger.exception("model %s: handler raised %s", model_name, type(exc).__name__)
+    return BatchError(500, f"{type(exc).__name__}: {exc}")
+
+
+def check_results(ret: Any, batch_size: int) -> list[Any]:
+    if ret is None:
+        raise BatchError(500, f"handler returned None for a batch of {batch_size} requests; "
+                         "it must return a list with one result per request")
+    if not isinstance(ret, (list, tuple)):
+        raise BatchError(500, f"handler returned {type(ret).__name__} for a batch of {batch_size} "
+                         "requests; it must return a list with one result per request")
+    if len(ret) != batch_size:
+        raise BatchError(500, f"handler returned {len(ret)} results for a batch of "
+                         f"{batch_size} requests")
+    return list(ret)
+
+
+class Service:
+    """A loaded model: its entry point and its context."""
+
+    def __init__(self, model_name: str, entry: Entry, context: Context, handler: Any = None) -> None:
+        self.model_name = model_name
+        self.entry = entry
+        self.context = context
+        self.handler = handler  # the handler instance for class handlers, else None
+
+    def predict(self, requests: list[Request]) -> list[Response]:
+        """Run the whole batch through the entry point; never raises for handler errors."""
+        if not requests:
+            return []
+        data, ids, processors = decode_batch(requests)
+        self.context.set_batch(ids, processors)
+        start = time.perf_counter()
+        try:
+            results = check_results(self.entry(data, self.context), len(requests))
+            responses = build_responses(results, self.context)
+        except Exception as exc:  # noqa: BLE001 - any handler error fails only this batch
+            err = classify_exception(exc, self.model_name)
+            return error_responses(requests, err.status, err.message)
+        logger.debug("model %s: batch of %d took %.2f ms", self.model_name, len(requests),
+                     (time.perf_counter() - start) * 1000)
+        return responses

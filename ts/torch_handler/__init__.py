@@ -1,0 +1,1 @@
+"""Base and default handlers (TorchServe-compatible names)."""

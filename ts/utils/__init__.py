@@ -1,0 +1,1 @@
+"""Helpers shared by handlers (TorchServe-compatible import paths)."""
