@@ -54,16 +54,21 @@ def package_model(config: ModelArchiverConfig, manifest: str | None = None) -> s
             f"Cannot write to export-path {config.export_path}: {e.strerror}. "
             "Check the folder's permissions or choose another --export-path."
         ) from e
+    source = ""
     try:
         for entry in entries:
+            source = entry.source
             writer.add_file(entry.arcname, entry.source, progress)
+        source = ""
         writer.add_bytes(MANIFEST_ARCNAME, text.encode("utf-8"))
         writer.commit()
     except OSError as e:
         writer.abort()
+        if source and e.filename == source:
+            raise ModelArchiverError(f"Cannot read {source}: {e.strerror}. Check the file and retry.") from e
         raise ModelArchiverError(
-            f"Failed to write {target}: {e.strerror or e} "
-            f"({e.filename or 'output'}). Check disk space and permissions and retry."
+            f"Failed to write {target}: {e.strerror or e}. Check disk space and permissions "
+            "of the export path and retry; no archive was written."
         ) from e
     except BaseException:
         writer.abort()

@@ -156,3 +156,30 @@ def test_module_level_generate_model_archive_with_config(inputs: dict[str, Path]
 def test_export_path_is_created(inputs: dict[str, Path], tmp_path: Path) -> None:
     out = ModelArchiver.generate_model_archive(full_config(inputs, tmp_path / "a" / "b"))
     assert Path(out).is_file()
+
+
+@pytest.mark.parametrize("fmt", ["default", "tgz", "no-archive"])
+def test_failed_write_leaves_nothing_behind(
+    inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    import errno
+
+    from model_archiver import writers
+
+    out = tmp_path / "out"
+    cfg = full_config(inputs, out, archive_format=fmt)
+    first = ModelArchiver.generate_model_archive(cfg)
+    before = sorted(os.listdir(out))
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    # Every copy path (buffered loop, kernel copy, tarfile's copy) fails like a full disk.
+    monkeypatch.setattr(writers, "copy_stream", disk_full)
+    monkeypatch.setattr(writers, "copy_file", disk_full)
+    monkeypatch.setattr(writers.tarfile, "copyfileobj", disk_full)
+    with pytest.raises(ModelArchiverError, match="Failed to write .*No space left on device.*no archive was written"):
+        ModelArchiver.generate_model_archive(dataclasses.replace(cfg, force=True))
+    # The old output is untouched and no temporary file or folder is left.
+    assert sorted(os.listdir(out)) == before
+    assert Path(first).exists()
