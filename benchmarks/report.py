@@ -1,0 +1,160 @@
+"""Markdown table of ratios tserve / TorchServe from a results dict (see benchmarks.run)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PEER = "torchserve-quiet"
+LOUD = "torchserve"
+
+
+def _get(d: dict[str, Any], *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            return None
+        d = d[key]
+    return d
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+    return str(v)
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if a is None or b is None or not b:
+        return None
+    return a / b
+
+
+# (label, path inside a server's results, higher_is_better, target ratio or None)
+ROWS: list[tuple[str, tuple[str, ...], bool, float | None]] = [
+    ("echo b1 c1 req/s", ("echo", "b1_c1", "rps"), True, None),
+    ("echo b1 c1 p50 ms", ("echo", "b1_c1", "p50_ms"), False, 0.6),
+    ("echo b1 c1 server CPU µs/req", ("echo", "b1_c1", "cpu_us_per_req"), False, 0.4),
+    ("echo b1 c8 req/s", ("echo", "b1_c8", "rps"), True, None),
+    ("echo b1 c32 req/s", ("echo", "b1_c32", "rps"), True, None),
+    ("echo b1 c32 p99 ms", ("echo", "b1_c32", "p99_ms"), False, None),
+    ("echo b8/5ms c1 p50 ms (lone request)", ("echo", "b8_c1", "p50_ms"), False, 0.2),
+    ("echo b8/5ms c1 req/s", ("echo", "b8_c1", "rps"), True, None),
+    ("echo b8/5ms c8 req/s", ("echo", "b8_c8", "rps"), True, None),
+    ("echo b8/5ms c32 req/s", ("echo", "b8_c32", "rps"), True, 2.0),
+    ("echo b8/5ms c32 p99 ms", ("echo", "b8_c32", "p99_ms"), False, None),
+    ("echo b8/5ms c32 server CPU µs/req", ("echo", "b8_c32", "cpu_us_per_req"), False, None),
+    ("wrk echo b1 c1 req/s", ("wrk", "b1_c1", "rps"), True, None),
+    ("wrk echo b1 c32 req/s", ("wrk", "b1_c32", "rps"), True, None),
+    ("wrk echo b8/5ms c32 req/s", ("wrk", "b8_c32", "rps"), True, 2.0),
+    ("mlp b1 c1 req/s", ("mlp", "b1_c1", "rps"), True, 1.0),
+    ("mlp b8/5ms c32 req/s", ("mlp", "b8_c32", "rps"), True, 1.0),
+    ("start → first prediction s", ("startup", "first_prediction_s"), False, 0.6),
+    ("frontend RSS idle MB", ("rss", "idle", "frontend_mb"), False, 0.5),
+    ("frontend RSS under load MB", ("rss", "under_load", "frontend_mb"), False, None),
+    ("frontend RSS after load MB", ("rss", "after_load", "frontend_mb"), False, 0.5),
+    ("worker RSS idle MB", ("rss", "idle", "workers_mb"), False, None),
+    ("worker RSS after load MB", ("rss", "after_load", "workers_mb"), False, None),
+    ("pipeline P=I, preprocessWorkers=0 req/s", ("pipeline", "w0", "rps"), True, None),
+]
+
+
+def render(results: dict[str, Any]) -> str:
+    srv = results.get("servers", {})
+    ts, peer, loud = srv.get("tserve", {}), srv.get(PEER, {}), srv.get(LOUD, {})
+    lines = [
+        "| metric | tserve | TorchServe (quiet log4j2) | ratio | target | met | "
+        "TorchServe (default logs) | ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, path, higher, target in ROWS:
+        a, b, c = _get(ts, *path), _get(peer, *path), _get(loud, *path)
+        if a is None and b is None:
+            continue
+        r = _ratio(a, b)
+        met = ""
+        if target is not None and r is not None:
+            ok = r >= target if higher else r <= target
+            met = "yes" if ok else "**no**"
+        tgt = "" if target is None else (f"≥ {target}" if higher else f"≤ {target}")
+        lines.append(f"| {label} | {_fmt(a)} | {_fmt(b)} | {_fmt(r)} | {tgt} | {met} | "
+                     f"{_fmt(c)} | {_fmt(_ratio(a, c))} |")
+    lines += _error_rows(srv)
+    lines.append("")
+    lines += _pipeline(results)
+    lines += _limit(results)
+    m = results.get("machine", {})
+    lines.append(
+        f"Machine: {m.get('nproc')} CPUs ({m.get('cpu')}), {m.get('mem_gb')} GiB RAM, "
+        f"load average at start {_load(m.get('loadavg_start'))}, at end "
+        f"{_load(m.get('loadavg_end'))}; {results.get('settings', {}).get('duration_s')} s per "
+        f"cell; whole run {results.get('wall_s')} s.")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _load(v: Any) -> str:
+    return "/".join(f"{x:.2f}" for x in v) if v else "–"
+
+
+def _error_rows(srv: dict[str, Any]) -> list[str]:
+    out = []
+    for name, res in srv.items():
+        total = 0
+        for group in ("echo", "mlp", "pipeline"):
+            for cell in (res.get(group) or {}).values():
+                total += int(cell.get("errors", 0))
+        if res.get("error"):
+            out.append(f"| {name} FAILED | {res['error'][:200]} | | | | | | |")
+        elif total:
+            out.append(f"| {name}: failed requests (all cells) | {total} | | | | | | |")
+    return out
+
+
+def _pipeline(results: dict[str, Any]) -> list[str]:
+    srv = results.get("servers", {})
+    ms = results.get("settings", {}).get("pipeline_ms", 20.0)
+    w0 = _get(srv, "tserve", "pipeline", "w0", "rps")
+    w1 = _get(srv, "tserve", "pipeline", "w1", "rps")
+    peer = _get(srv, PEER, "pipeline", "w0", "rps")
+    lit = _get(srv, "litserve", "pipeline", "w0", "rps")
+    if w0 is None and peer is None and lit is None:
+        return []
+    ideal = 8 / (max(ms / 1, ms) / 1000.0)  # batch 8, N = 1, P = I
+    lines = [
+        f"Preprocess pipeline (batch 8, P = I = {ms:g} ms per batch, c=32): expectation with "
+        f"preprocessWorkers=1 is ≥ 0.85 × 8 / max(P/N, I) = {0.85 * ideal:.0f} req/s.",
+        "",
+        "| server | preprocessWorkers | req/s | vs expectation | vs TorchServe |",
+        "|---|---|---|---|---|",
+    ]
+    for name, n, v in (("tserve", 0, w0), ("tserve", 1, w1), ("TorchServe (quiet)", "–", peer),
+                       ("LitServe 0.2.19", "–", lit)):
+        if v is None:
+            continue
+        vs = "yes" if v >= 0.85 * ideal else f"{v / ideal:.2f} of ideal"
+        lines.append(f"| {name} | {n} | {_fmt(v)} | {vs if n == 1 else ''} | "
+                     f"{_fmt(_ratio(v, peer))} |")
+    lines.append("")
+    return lines
+
+
+def _limit(results: dict[str, Any]) -> list[str]:
+    lim = results.get("limit")
+    if not lim:
+        return []
+    ts = results.get("servers", {}).get("tserve", {})
+    lines = ["The limit (a bare Python loop answering frames on a Unix socket with "
+             "`ts.protocol.codec`, no HTTP, no server):", "",
+             "| batch | limit req/s | limit worker CPU µs/req | tserve echo best req/s | "
+             "tserve / limit |", "|---|---|---|---|---|"]
+    for b in ("b1", "b8"):
+        cell = lim.get(b)
+        if not cell:
+            continue
+        best = max((v.get("rps", 0) for k, v in (ts.get("echo") or {}).items()
+                    if k.startswith(b + "_")), default=None)
+        lines.append(f"| {b[1:]} | {_fmt(cell['rps'])} | {_fmt(cell['worker_cpu_us_per_req'])} | "
+                     f"{_fmt(best)} | {_fmt(_ratio(best, cell['rps']))} |")
+    lines.append("")
+    return lines

@@ -1,0 +1,139 @@
+"""`make bench`: tserve against TorchServe 0.12.0 (and LitServe 0.2.19), ratios in one run.
+
+    .venv/bin/python -m benchmarks.run [--duration 5] [--only echo,startup,pipeline,limit]
+
+Builds the models for both servers, runs every scenario, prints the table of ratios
+tserve / TorchServe (quiet logs = TorchServe at its best; default logs reported too) and writes
+``.bench/results.json`` and ``.bench/results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import loadgen, models, report, scenarios, servers
+from benchmarks.scenarios import Settings
+
+ALL = ("echo", "startup", "pipeline", "limit")
+
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"nproc": os.cpu_count(), "mem_gb": round(mem_gb, 1), "cpu": cpu,
+            "kernel": platform.release(), "python": platform.python_version(),
+            "loadavg_start": list(os.getloadavg())}
+
+
+def build_stores(work: Path, pipeline_ms: float) -> tuple[Path, Path]:
+    """tserve's store (project archiver) and TorchServe's store (torch-model-archiver 0.12.0)."""
+    work.mkdir(parents=True, exist_ok=True)
+    specs = models.base_specs(work)
+    specs += [models.pipeline_spec(f"pipe_w{n}", pipeline_ms, pipeline_ms, n, 8, 5, work)
+              for n in (0, 1)]
+    ts_store, peer_store = work / "store-tserve", work / "store-torchserve"
+    archiver = servers.BENCH_VENV / "bin" / "torch-model-archiver"
+    for spec in specs:
+        models.build_tserve(spec, ts_store)
+        models.build_torchserve(spec, peer_store, archiver)
+    return ts_store, peer_store
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="benchmarks.run", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds per cell (default 5)")
+    ap.add_argument("--only", default=",".join(ALL),
+                    help=f"comma list of scenarios to run, from {','.join(ALL)}")
+    ap.add_argument("--servers", default="tserve,torchserve-quiet,torchserve",
+                    help="server kinds to compare (default: all three)")
+    ap.add_argument("--no-wrk", action="store_true", help="skip the wrk second opinion")
+    ap.add_argument("--out", default=str(servers.BENCH), help="where results go (.bench/)")
+    args = ap.parse_args(argv)
+    only = set(args.only.split(","))
+    unknown = only - set(ALL)
+    if unknown:
+        ap.error(f"unknown scenario(s) {sorted(unknown)}: choose from {','.join(ALL)}")
+    kinds = servers.kinds()
+    chosen = args.servers.split(",")
+    bad = [k for k in chosen if k not in kinds]
+    if bad:
+        ap.error(f"unknown server kind(s) {bad}: choose from {','.join(kinds)}")
+    for need in {kinds[k].cli for k in chosen}:
+        if not need.exists():
+            print(f"benchmarks: {need} is missing; run 'bash benchmarks/run.sh' (make bench), "
+                  "which installs it", file=sys.stderr)
+            return 1
+
+    st = Settings(duration_s=args.duration, use_wrk=not args.no_wrk)
+    results: dict[str, Any] = {"machine": machine(), "settings": vars(st), "servers": {},
+                               "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]])}
+    t0 = time.monotonic()
+    out_dir = Path(args.out)
+    print("Building archives (tserve: project archiver; TorchServe: torch-model-archiver "
+          "0.12.0)", flush=True)
+    ts_store, peer_store = build_stores(out_dir / "work", st.pipeline_ms)
+    for name in chosen:
+        store = ts_store if name == "tserve" else peer_store
+        res: dict[str, Any] = {}
+        print(f"== {name}", flush=True)
+        try:
+            if "echo" in only:
+                res.update(scenarios.steady_state(kinds[name], store, st,
+                                                  with_mlp=name != "torchserve",
+                                                  with_wrk=name != "torchserve"))
+            if "startup" in only:
+                res["startup"] = scenarios.startup(kinds[name], store, st)
+            if "pipeline" in only and name != "torchserve":
+                pools = (0, 1) if name == "tserve" else (0,)
+                res["pipeline"] = scenarios.pipeline(kinds[name], store, st, pools)
+        except (servers.ServerError, loadgen.LoadError) as exc:
+            print(f"  [{name}] FAILED: {exc}", flush=True)
+            res["error"] = str(exc)
+        results["servers"][name] = res
+    if "pipeline" in only:
+        print("== litserve", flush=True)
+        try:
+            results["servers"]["litserve"] = {"pipeline": scenarios.pipeline_litserve(st)}
+        except (servers.ServerError, loadgen.LoadError) as exc:
+            print(f"  [litserve] FAILED: {exc}", flush=True)
+    if "limit" in only:
+        from benchmarks import limit
+
+        print("== limit (bare Python loop with ts.protocol.codec)", flush=True)
+        results["limit"] = {}
+        for batch, inflight in ((1, 1), (8, 1)):
+            r = limit.run_limit(batch, inflight, min(st.duration_s, 3.0))
+            results["limit"][f"b{batch}"] = {"rps": round(r.rps, 1), "p50_ms": round(r.p50_ms, 3),
+                                             "worker_cpu_us_per_req":
+                                             round(r.worker_cpu_us_per_req, 1)}
+            print(f"  batch {batch}: {r.rps:.0f} req/s", flush=True)
+    results["machine"]["loadavg_end"] = list(os.getloadavg())
+    results["wall_s"] = round(time.monotonic() - t0, 1)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2))
+    table = report.render(results)
+    (out_dir / "results.md").write_text(table)
+    print()
+    print(table)
+    print(f"Results: {out_dir / 'results.json'}, {out_dir / 'results.md'} "
+          f"({results['wall_s']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""Start and stop tserve and TorchServe 0.12 with the same settings, each in a private directory.
+
+Both are launched through their own ``torchserve --start --foreground`` CLI with token auth off
+and the model API on, on free 127.0.0.1 ports, with a private TMPDIR (pid file, worker
+sockets) and LOG_LOCATION, so neither collides with another server on the machine.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks import procstat
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / ".bench"
+BENCH_VENV = BENCH / "venv"
+
+QUIET_LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
+<!-- TorchServe at its best: warnings and errors to files only, nothing copied to stdout. -->
+<Configuration>
+  <Appenders>
+    <File name="ts_log" fileName="${env:LOG_LOCATION:-logs}/ts_log.log">
+      <PatternLayout pattern="%d{ISO8601} [%-5p] %t %c - %m%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Logger name="ACCESS_LOG" level="warn" additivity="false"><AppenderRef ref="ts_log"/></Logger>
+    <Logger name="MODEL_LOG" level="warn" additivity="false"><AppenderRef ref="ts_log"/></Logger>
+    <Logger name="MODEL_METRICS" level="warn" additivity="false"><AppenderRef ref="ts_log"/></Logger>
+    <Logger name="TS_METRICS" level="warn" additivity="false"><AppenderRef ref="ts_log"/></Logger>
+    <Logger name="io.netty" level="error" additivity="false"><AppenderRef ref="ts_log"/></Logger>
+    <Logger name="org.apache" level="off"/>
+    <Logger name="org.pytorch.serve" level="warn" additivity="false"><AppenderRef ref="ts_log"/></Logger>
+    <Root level="warn"><AppenderRef ref="ts_log"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+
+class ServerError(RuntimeError):
+    """A server did not start, register a model or answer."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_port_block(size: int) -> int:
+    """First of ``size`` consecutive free ports (worker socket numbers)."""
+    rng = int.from_bytes(os.urandom(2), "big")
+    for attempt in range(200):
+        base = 20000 + (rng + attempt * 97) % 39000
+        ok = True
+        for p in range(base, base + size):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise ServerError(f"no block of {size} free ports")
+
+
+def http_request(port: int, method: str, path: str, body: bytes = b"",
+                 timeout: float = 60.0) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body or None,
+                     headers={"Content-Type": "application/octet-stream"} if body else {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+@dataclass
+class ServerKind:
+    """How to launch one server flavour."""
+
+    name: str  # tserve | torchserve | torchserve-quiet
+    cli: Path
+    env: dict[str, str] = field(default_factory=dict)
+    extra_args: list[str] = field(default_factory=list)
+    drop_env: tuple[str, ...] = ()
+    extra_config: dict[str, str] = field(default_factory=dict)
+
+
+def kinds() -> dict[str, ServerKind]:
+    quiet = BENCH / "log4j2-quiet.xml"
+    quiet.parent.mkdir(parents=True, exist_ok=True)
+    quiet.write_text(QUIET_LOG4J2)
+    tserve_path = f"{REPO}:{REPO / 'model-archiver'}"
+    ts_bin = BENCH_VENV / "bin" / "torchserve"
+    # TorchServe must never see tserve's `ts` package: no PYTHONPATH, cwd outside the repo.
+    drop = ("PYTHONPATH", "TS_CONFIG_FILE")
+    return {
+        "tserve": ServerKind("tserve", REPO / ".venv" / "bin" / "torchserve",
+                             env={"PYTHONPATH": tserve_path}, drop_env=("TS_CONFIG_FILE",)),
+        "torchserve": ServerKind("torchserve", ts_bin, drop_env=drop),
+        "torchserve-quiet": ServerKind("torchserve-quiet", ts_bin, drop_env=drop,
+                                       extra_args=["--log-config", str(quiet)]),
+    }
+
+
+def stop_tree(proc: subprocess.Popen, tree: list[procstat.ProcInfo], term: list[int],
+              timeout: float) -> None:
+    """SIGTERM ``term``, wait for ``proc``, then SIGKILL every survivor of ``tree`` by pid."""
+    for pid in term:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    for info in tree:
+        # Only a process that is still the one we started (same command line): no pid reuse.
+        if info.cmdline and procstat.cmdline(info.pid) == info.cmdline:
+            try:
+                os.kill(info.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+class Server:
+    """One running server; use as a context manager."""
+
+    def __init__(self, kind: ServerKind, model_store: Path, models: list[str] | None = None,
+                 config: dict[str, str] | None = None, vmargs: str | None = None,
+                 run_dir: Path | None = None) -> None:
+        self.kind = kind
+        self.model_store = model_store
+        self.models = models or []
+        self.inference_port = free_port()
+        self.management_port = free_port()
+        self.metrics_port = free_port()
+        stamp = f"{kind.name}-{os.getpid()}-{time.monotonic_ns()}"
+        self.dir = run_dir or BENCH / "runs" / stamp
+        self.dir.mkdir(parents=True, exist_ok=True)
+        cfg = {
+            "inference_address": f"http://127.0.0.1:{self.inference_port}",
+            "management_address": f"http://127.0.0.1:{self.management_port}",
+            "metrics_address": f"http://127.0.0.1:{self.metrics_port}",
+            "grpc_inference_address": "127.0.0.1",
+            "grpc_management_address": "127.0.0.1",
+            "grpc_inference_port": str(free_port()),
+            "grpc_management_port": str(free_port()),
+            "initial_worker_port": str(free_port_block(32)),
+            "model_store": str(model_store),
+            "default_workers_per_model": "1",
+            "job_queue_size": "1000",
+            "disable_system_metrics": "true",
+            "disable_token_authorization": "true",
+            "enable_model_api": "true",
+        }
+        cfg.update(kind.extra_config)
+        cfg.update(config or {})
+        if vmargs:
+            cfg["vmargs"] = vmargs
+        self.config_path = self.dir / "config.properties"
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
+        self.proc: subprocess.Popen | None = None
+        self.started_at = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        tmp = self.dir / "tmp"
+        logs = self.dir / "logs"
+        tmp.mkdir(exist_ok=True)
+        logs.mkdir(exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if k not in self.kind.drop_env}
+        env.update(self.kind.env)
+        env.update({"TMPDIR": str(tmp), "TEMP": str(tmp), "LOG_LOCATION": str(logs),
+                    "METRICS_LOCATION": str(logs), "HF_HUB_OFFLINE": "1"})
+        cmd = [str(self.kind.cli), "--start", "--foreground", "--model-store",
+               str(self.model_store), "--ts-config", str(self.config_path), "--ncs",
+               "--disable-token-auth", "--enable-model-api", *self.kind.extra_args]
+        if self.models:
+            cmd += ["--models", *self.models]
+        self.stdout_path = self.dir / "stdout.log"
+        self.started_at = time.perf_counter()
+        with open(self.stdout_path, "wb") as out:
+            self.proc = subprocess.Popen(cmd, cwd=self.dir, env=env, stdout=out,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+
+    def wait_ready(self, timeout: float = 120.0) -> float:
+        """Poll GET /ping until it answers 200; seconds since start."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                status, _ = http_request(self.inference_port, "GET", "/ping", timeout=2)
+                if status == 200:
+                    return time.perf_counter() - self.started_at
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise ServerError(f"{self.kind.name} did not answer /ping within {timeout:.0f}s; "
+                          f"see {self.stdout_path}")
+
+    def wait_prediction(self, model: str, body: bytes, timeout: float = 120.0) -> float:
+        """Poll POST /predictions/<model> until one succeeds; seconds since start."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                status, data = http_request(self.inference_port, "POST",
+                                            f"/predictions/{model}", body, timeout=5)
+                if status == 200:
+                    return time.perf_counter() - self.started_at
+                last = f"HTTP {status} {data[:200]!r}"
+            except OSError as exc:
+                last = str(exc)
+            time.sleep(0.01)
+        raise ServerError(f"{self.kind.name}: no successful prediction of {model} within "
+                          f"{timeout:.0f}s (last: {last}); see {self.stdout_path}")
+
+    def register(self, archive: str, name: str, batch_size: int = 1, delay_ms: int = 100,
+                 workers: int = 1, timeout: float = 180.0) -> None:
+        query = urllib.parse.urlencode({
+            "url": archive, "model_name": name, "batch_size": batch_size,
+            "max_batch_delay": delay_ms, "initial_workers": workers, "synchronous": "true",
+        })
+        status, data = http_request(self.management_port, "POST", f"/models?{query}",
+                                    timeout=timeout)
+        if status != 200:
+            raise ServerError(f"{self.kind.name}: registering {name} failed: HTTP {status} "
+                              f"{data[:300]!r}")
+
+    def unregister(self, name: str) -> None:
+        http_request(self.management_port, "DELETE", f"/models/{name}", timeout=60)
+
+    def _check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            tail = self.stdout_path.read_text(errors="replace")[-2000:]
+            raise ServerError(f"{self.kind.name} exited with {self.proc.returncode}:\n{tail}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM the frontend JVM (it stops its workers), then SIGKILL what is left, by pid."""
+        if self.proc is not None:
+            tree = procstat.process_tree(self.proc.pid)
+            java = [p.pid for p in tree if procstat.is_frontend(p)]
+            stop_tree(self.proc, tree, java or [self.proc.pid], timeout)
+            self.proc = None
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class LitServeServer:
+    """LitServe 0.2.19 running ``litserve_pipeline.py`` (pipeline scenario only)."""
+
+    def __init__(self, preprocess_ms: float, inference_ms: float, batch_size: int,
+                 delay_ms: int) -> None:
+        self.port = free_port()
+        self.args = [str(preprocess_ms), str(inference_ms), str(batch_size), str(delay_ms)]
+        self.dir = BENCH / "runs" / f"litserve-{os.getpid()}-{time.monotonic_ns()}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 120.0) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        script = Path(__file__).resolve().parent / "litserve_pipeline.py"
+        self.stdout_path = self.dir / "stdout.log"
+        with open(self.stdout_path, "wb") as out:
+            self.proc = subprocess.Popen(
+                [str(BENCH_VENV / "bin" / "python"), str(script), str(self.port), *self.args],
+                cwd=self.dir, env=env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(f"LitServe exited: {self.stdout_path.read_text()[-2000:]}")
+            try:
+                if http_request(self.port, "GET", "/health", timeout=2)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise ServerError(f"LitServe did not answer /health within {timeout:.0f}s")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_tree(self.proc, procstat.process_tree(self.proc.pid), [self.proc.pid], 20)
+            self.proc = None
+
+    def __enter__(self) -> LitServeServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
