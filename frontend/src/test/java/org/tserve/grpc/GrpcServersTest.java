@@ -1,0 +1,181 @@
+package org.tserve.grpc;
+
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertTrue;
+import static org.junit.Assert.fail;
+
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import com.google.protobuf.ByteString;
+import com.google.protobuf.Empty;
+import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.netty.NettyChannelBuilder;
+import io.grpc.stub.MetadataUtils;
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.concurrent.TimeUnit;
+import org.junit.After;
+import org.junit.Rule;
+import org.junit.Test;
+import org.junit.rules.TemporaryFolder;
+import org.pytorch.serve.grpc.inference.InferenceAPIsServiceGrpc;
+import org.pytorch.serve.grpc.inference.PredictionResponse;
+import org.pytorch.serve.grpc.inference.PredictionsRequest;
+import org.pytorch.serve.grpc.management.DescribeModelRequest;
+import org.pytorch.serve.grpc.management.ListModelsRequest;
+import org.pytorch.serve.grpc.management.ManagementAPIsServiceGrpc;
+import org.pytorch.serve.grpc.management.RegisterModelRequest;
+import org.pytorch.serve.grpc.management.ScaleWorkerRequest;
+import org.pytorch.serve.grpc.management.UnregisterModelRequest;
+import org.tserve.auth.TokenAuthorization;
+import org.tserve.config.Arguments;
+import org.tserve.config.ConfigManager;
+import org.tserve.wlm.ModelManager;
+import org.tserve.wlm.WorkerEnvironment;
+
+/** Both gRPC servers on free ports over a model manager without models (no Python workers needed). */
+public class GrpcServersTest {
+    @Rule
+    public TemporaryFolder tmp = new TemporaryFolder();
+
+    private GrpcServers servers;
+    private ModelManager models;
+    private ManagedChannel inferenceChannel;
+    private ManagedChannel managementChannel;
+
+    private void start(boolean tokenAuth, boolean modelApi) throws IOException {
+        File store = tmp.newFolder("store");
+        File props = tmp.newFile("config.properties");
+        Files.write(props.toPath(), ("grpc_inference_port=0\ngrpc_management_port=0\nmodel_store=" + store
+            + "\nenable_model_api=" + modelApi + "\ndisable_token_authorization=" + !tokenAuth + "\n")
+            .getBytes(StandardCharsets.UTF_8));
+        Arguments args = new Arguments();
+        args.configFile = props.getPath();
+        ConfigManager cfg = new ConfigManager(args, new HashMap<>());
+        models = new ModelManager(cfg, new WorkerEnvironment("python3", tmp.newFolder("sock").toPath(),
+            tmp.getRoot().getPath(), null, true, false, "", true, ""), tmp.newFolder("t").toPath());
+        TokenAuthorization auth = new TokenAuthorization(tokenAuth, tmp.getRoot().toPath().resolve("key_file.json"), 60);
+        auth.init();
+        servers = GrpcServers.start(cfg, models, auth);
+        inferenceChannel = NettyChannelBuilder.forAddress("127.0.0.1", servers.inferencePort()).usePlaintext().build();
+        managementChannel = NettyChannelBuilder.forAddress("127.0.0.1", servers.managementPort()).usePlaintext().build();
+    }
+
+    @After
+    public void stop() throws InterruptedException {
+        if (inferenceChannel != null) {
+            inferenceChannel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+            managementChannel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+        }
+        if (servers != null) {
+            servers.stop();
+        }
+        if (models != null) {
+            models.shutdown();
+        }
+    }
+
+    private InferenceAPIsServiceGrpc.InferenceAPIsServiceBlockingStub inference() {
+        return InferenceAPIsServiceGrpc.newBlockingStub(inferenceChannel).withDeadlineAfter(20, TimeUnit.SECONDS);
+    }
+
+    private ManagementAPIsServiceGrpc.ManagementAPIsServiceBlockingStub management() {
+        return ManagementAPIsServiceGrpc.newBlockingStub(managementChannel).withDeadlineAfter(20, TimeUnit.SECONDS);
+    }
+
+    private static void assertCode(Status.Code code, String fragment, Runnable r) {
+        try {
+            r.run();
+            fail("expected " + code);
+        } catch (StatusRuntimeException e) {
+            assertEquals(e.getStatus().toString(), code, e.getStatus().getCode());
+            String d = String.valueOf(e.getStatus().getDescription());
+            assertTrue(d, d.contains(fragment));
+        }
+    }
+
+    private static PredictionsRequest request(String model) {
+        return PredictionsRequest.newBuilder().setModelName(model).putInput("data", ByteString.copyFromUtf8("x")).build();
+    }
+
+    @Test
+    public void pingIsHealthyJson() throws IOException {
+        start(false, false);
+        JsonObject o = JsonParser.parseString(inference().ping(Empty.getDefaultInstance()).getHealth()).getAsJsonObject();
+        assertEquals("Healthy", o.get("status").getAsString());
+    }
+
+    @Test
+    public void unknownModelIsNotFound() throws IOException {
+        start(false, false);
+        assertCode(Status.Code.NOT_FOUND, "Model not found: nope", () -> inference().predictions(request("nope")));
+        assertCode(Status.Code.NOT_FOUND, "Model not found: nope", () -> {
+            Iterator<PredictionResponse> it = inference().streamPredictions(request("nope"));
+            it.hasNext();
+        });
+        assertCode(Status.Code.NOT_FOUND, "Model not found: nope",
+            () -> management().describeModel(DescribeModelRequest.newBuilder().setModelName("nope").build()));
+        assertCode(Status.Code.NOT_FOUND, "nope",
+            () -> management().scaleWorker(ScaleWorkerRequest.newBuilder().setModelName("nope").setMinWorker(1).build()));
+    }
+
+    @Test
+    public void missingModelNameIsInvalidArgument() throws IOException {
+        start(false, false);
+        assertCode(Status.Code.INVALID_ARGUMENT, "model_name", () -> inference().predictions(PredictionsRequest.getDefaultInstance()));
+        assertCode(Status.Code.INVALID_ARGUMENT, "model_name",
+            () -> management().describeModel(DescribeModelRequest.getDefaultInstance()));
+    }
+
+    @Test
+    public void modelApiSwitchIsHonoured() throws IOException {
+        start(false, false);
+        assertCode(Status.Code.PERMISSION_DENIED, "enable_model_api",
+            () -> management().registerModel(RegisterModelRequest.newBuilder().setUrl("x.mar").build()));
+        assertCode(Status.Code.PERMISSION_DENIED, "enable_model_api",
+            () -> management().unregisterModel(UnregisterModelRequest.newBuilder().setModelName("x").build()));
+    }
+
+    @Test
+    public void registerErrorsMapToCodes() throws IOException {
+        start(false, true);
+        assertCode(Status.Code.INVALID_ARGUMENT, "url",
+            () -> management().registerModel(RegisterModelRequest.getDefaultInstance()));
+        assertCode(Status.Code.NOT_FOUND, "missing.mar",
+            () -> management().registerModel(RegisterModelRequest.newBuilder().setUrl("missing.mar").build()));
+    }
+
+    @Test
+    public void listIsJson() throws IOException {
+        start(false, false);
+        String msg = management().listModels(ListModelsRequest.newBuilder().setLimit(10).build()).getMsg();
+        assertEquals(0, JsonParser.parseString(msg).getAsJsonObject().getAsJsonArray("models").size());
+    }
+
+    @Test
+    public void tokenAuthUsesTheRestKeys() throws IOException {
+        start(true, false);
+        assertCode(Status.Code.UNAUTHENTICATED, "Token Authorization failed", () -> inference().ping(Empty.getDefaultInstance()));
+        JsonObject keys = JsonParser.parseString(new String(Files.readAllBytes(tmp.getRoot().toPath()
+            .resolve("key_file.json")), StandardCharsets.UTF_8)).getAsJsonObject();
+        String inferenceKey = keys.getAsJsonObject("inference").get("key").getAsString();
+        String managementKey = keys.getAsJsonObject("management").get("key").getAsString();
+        Metadata md = new Metadata();
+        md.put(Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER), "Bearer " + inferenceKey);
+        assertTrue(inference().withInterceptors(MetadataUtils.newAttachHeadersInterceptor(md))
+            .ping(Empty.getDefaultInstance()).getHealth().contains("Healthy"));
+        // the inference key does not open the management API
+        assertCode(Status.Code.UNAUTHENTICATED, "management", () -> management()
+            .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(md)).listModels(ListModelsRequest.getDefaultInstance()));
+        Metadata mm = new Metadata();
+        mm.put(Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER), "Bearer " + managementKey);
+        management().withInterceptors(MetadataUtils.newAttachHeadersInterceptor(mm)).listModels(ListModelsRequest.getDefaultInstance());
+    }
+}
