@@ -40,6 +40,6 @@ class Progress:
         shown = self._next_pct - 10
         self._stream.write(
             f"torch-model-archiver: {self.label}: {shown}% "
-            f"({self.done / MB:.0f}/{self.total / MB:.0f} MB)\n"
+            f"({self.done // MB}/{self.total // MB} MB)\n"
         )
         self._stream.flush()

@@ -20,7 +20,7 @@ from typing import BinaryIO, Protocol
 from .progress import Progress
 
 COPY_BUFFER = 1024 * 1024
-KERNEL_CHUNK = 64 * 1024 * 1024
+KERNEL_CHUNK = 8 * 1024 * 1024  # small enough for a progress line per 10 % of 100 MB
 GZIP_LEVEL = 6  # tarfile's default of 9 is several times slower for little gain on weights
 
 
