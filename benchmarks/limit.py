@@ -68,11 +68,11 @@ def run_limit(batch_size: int = 1, inflight: int = 1, duration_s: float = 3.0) -
     """Drive the bare loop closed-loop for ``duration_s``; requests = frames × batch size."""
     tmp = tempfile.mkdtemp(prefix="tserve-limit-")
     path = os.path.join(tmp, "limit.sock")
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("spawn")  # a fresh interpreter: nothing inherited from the driver
     proc = ctx.Process(target=_worker_loop, args=(path,), daemon=True)
     proc.start()
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while not os.path.exists(path):
             if time.monotonic() > deadline or not proc.is_alive():
                 raise RuntimeError("limit worker did not start")

@@ -144,7 +144,8 @@ async def run_load(
                 issued += 1
                 t0 = time.perf_counter()
                 try:
-                    status = await asyncio.wait_for(_one(reader, writer, req), timeout_s)
+                    async with asyncio.timeout(timeout_s):  # a timer, not a task per request
+                        status = await _one(reader, writer, req)
                 except (TimeoutError, OSError, ValueError, asyncio.IncompleteReadError) as exc:
                     errors += 1
                     first_error = first_error or f"{type(exc).__name__}: {exc}"
