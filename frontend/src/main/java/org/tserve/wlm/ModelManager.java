@@ -553,6 +553,16 @@ public final class ModelManager {
         }
     }
 
+    void workerLoaded(Model m, String workerName, long millis) {
+        for (WlmListener l : listeners) {
+            try {
+                l.onWorkerLoaded(m.name, m.version, workerName, millis);
+            } catch (RuntimeException e) {
+                LOG.warning("listener failed: " + e);
+            }
+        }
+    }
+
     void handlerMetrics(Model m, String workerId, String json) {
         for (WlmListener l : listeners) {
             try {

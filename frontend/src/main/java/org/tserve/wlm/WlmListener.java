@@ -14,4 +14,8 @@ public interface WlmListener {
     /** A METRICS frame (handler metrics, a JSON list) from a worker. */
     default void onHandlerMetrics(String model, String version, String workerId, String json) {
     }
+
+    /** A worker ({@code W-<port>-<model>_<version>}) loaded its model, {@code millis} after its process started. */
+    default void onWorkerLoaded(String model, String version, String workerName, long millis) {
+    }
 }

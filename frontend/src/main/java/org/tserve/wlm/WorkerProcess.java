@@ -77,7 +77,7 @@ final class WorkerProcess {
         e.put("TS_DECODE_INPUT_REQUEST", String.valueOf(env.decodeInputRequest));
         e.put("PYTHONUNBUFFERED", "1");
         LOG.info(workerName + ": launching " + String.join(" ", cmd));
-        WorkerProcess wp = new WorkerProcess(pb.start(), "[" + workerName + "] ");
+        WorkerProcess wp = new WorkerProcess(pb.start(), workerName);
         wp.process.getOutputStream().close();
         wp.pump(wp.process.getInputStream(), "stdout", false);
         wp.pump(wp.process.getErrorStream(), "stderr", true);
@@ -89,7 +89,7 @@ final class WorkerProcess {
             try (BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
                 String line;
                 while ((line = r.readLine()) != null) {
-                    MODEL_LOG.info(prefix + stream + " " + line);
+                    MODEL_LOG.info(line);
                     if (line.contains("Torch worker started.")) {
                         started = true;
                     }
@@ -105,7 +105,7 @@ final class WorkerProcess {
             } catch (IOException ignored) {
                 // the process closed its stream
             }
-        }, prefix.trim() + "-" + stream);
+        }, prefix + "-" + stream);
         t.setDaemon(true);
         t.start();
         pumps.add(t);

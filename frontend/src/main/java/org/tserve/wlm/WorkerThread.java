@@ -277,6 +277,7 @@ final class WorkerThread {
         load(c, deadline, s);
         state = WorkerState.READY;
         LOG.info(name + ": model " + model.name + " version " + model.version + " loaded by worker pid " + process.pid());
+        manager.workerLoaded(model, name, System.currentTimeMillis() - startTime);
         firstLoad.complete(null);
         writeLoop(c);
         if (stopping && c.alive()) {

@@ -1,0 +1,239 @@
+package org.tserve;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.ServiceLoader;
+import java.util.logging.Logger;
+import java.util.stream.Stream;
+import org.tserve.archive.ModelArchive;
+import org.tserve.auth.TokenAuthorization;
+import org.tserve.config.Arguments;
+import org.tserve.config.ConfigException;
+import org.tserve.config.ConfigManager;
+import org.tserve.http.HttpServer;
+import org.tserve.util.Logging;
+import org.tserve.wlm.ModelManager;
+import org.tserve.wlm.RegisterRequest;
+import org.tserve.wlm.StatusResult;
+import org.tserve.wlm.WlmException;
+import org.tserve.wlm.WorkerEnvironment;
+
+/**
+ * The tserve frontend process: reads the configuration, writes the token file, binds the REST
+ * connectors, starts extensions (gRPC, metrics), loads startup models and prints
+ * {@code Model server started.}; SIGTERM stops it cleanly with exit status 0.
+ */
+public final class ModelServer {
+    private static final Logger LOG = Logger.getLogger(ModelServer.class.getName());
+    private static volatile String version = "unknown";
+
+    private final ConfigManager cfg;
+    private final Path socketDir;
+    private TokenAuthorization tokens;
+    private ModelManager models;
+    private HttpServer http;
+    private final List<ServerExtension> extensions = new ArrayList<>();
+
+    ModelServer(ConfigManager cfg, Path socketDir) {
+        this.cfg = cfg;
+        this.socketDir = socketDir;
+    }
+
+    /** The server's version (ts/version.txt under model_server_home). */
+    public static String version() {
+        return version;
+    }
+
+    public static void main(String[] args) {
+        ConfigManager cfg;
+        try {
+            Arguments a = Arguments.parse(args);
+            cfg = new ConfigManager(a, System.getenv());
+            Logging.configure(true);
+        } catch (ConfigException | IOException e) {
+            System.err.println("ERROR: " + e.getMessage());
+            System.exit(1);
+            return;
+        }
+        Path sockDir = Paths.get(System.getProperty("java.io.tmpdir"), "tserve-" + ProcessHandle.current().pid());
+        ModelServer server = new ModelServer(cfg, sockDir);
+        try {
+            server.start();
+        } catch (ConfigException e) {
+            LOG.severe(e.getMessage());
+            System.err.println("ERROR: " + e.getMessage());
+            Logging.flush();
+            server.cleanupQuietly();
+            Runtime.getRuntime().halt(1);
+        } catch (Exception e) {
+            LOG.severe("Server failed to start: " + e);
+            System.err.println("ERROR: server failed to start: " + e);
+            Logging.flush();
+            server.cleanupQuietly();
+            Runtime.getRuntime().halt(1);
+        }
+    }
+
+    void start() throws Exception {
+        String home = cfg.getModelServerHome();
+        Path versionFile = Paths.get(home, "ts", "version.txt");
+        if (Files.isRegularFile(versionFile)) {
+            version = new String(Files.readAllBytes(versionFile), StandardCharsets.UTF_8).trim();
+        }
+        for (String w : cfg.getWarnings()) {
+            LOG.warning(w);
+        }
+        String store = cfg.getModelStore();
+        if (store != null && !new File(store).isDirectory()) {
+            throw new ConfigException("Model store " + store + " is not a directory (model_store / -s)");
+        }
+        banner(home);
+        Files.createDirectories(socketDir);
+        tokens = new TokenAuthorization(cfg.isTokenAuthEnabled(), Paths.get(System.getProperty("user.dir"), "key_file.json"),
+                cfg.getDouble("token_expiration_min"));
+        tokens.init();
+        if (tokens.isEnabled()) {
+            LOG.info("Token authorization is on: keys are in " + tokens.getFile());
+        }
+        String metricsCfg = cfg.get("metrics_config");
+        if (metricsCfg == null || metricsCfg.isEmpty()) {
+            Path def = Paths.get(home, "ts", "configs", "metrics.yaml");
+            metricsCfg = Files.isRegularFile(def) ? def.toString() : null;
+        }
+        WorkerEnvironment env = new WorkerEnvironment(cfg.getPython(), socketDir, home, metricsCfg,
+                cfg.getBool("decode_input_request"), cfg.get("worker_socket_type").equals("tcp"), cfg.get("blacklist_env_vars"),
+                cfg.getBool("limit_max_image_pixels"), cfg.get("service_envelope"));
+        models = new ModelManager(cfg, env, Paths.get(System.getProperty("java.io.tmpdir")));
+        Runtime.getRuntime().addShutdownHook(new Thread(this::shutdownAndHalt, "shutdown"));
+        for (ServerExtension e : ServiceLoader.load(ServerExtension.class)) {
+            e.start(new ServerContext(cfg, models, tokens));
+            extensions.add(e);
+            for (String line : e.bannerLines()) {
+                System.out.println(line);
+            }
+        }
+        http = new HttpServer(cfg, tokens, models, extensions);
+        http.start();
+        loadStartupModels(store);
+        LOG.info("Inference API bound to " + cfg.address("inference_address") + ", management API bound to "
+                + cfg.address("management_address"));
+        System.out.println("Model server started.");
+        System.out.flush();
+    }
+
+    private void banner(String home) {
+        Runtime rt = Runtime.getRuntime();
+        String[][] lines = {
+            {"Torchserve version", version},
+            {"TS Home", home},
+            {"Current directory", System.getProperty("user.dir")},
+            {"Temp directory", System.getProperty("java.io.tmpdir")},
+            {"Metrics config path", String.valueOf(cfg.get("metrics_config"))},
+            {"Number of GPUs", String.valueOf(cfg.getNumberOfGpu())},
+            {"Number of CPUs", String.valueOf(rt.availableProcessors())},
+            {"Max heap size", (rt.maxMemory() / (1024 * 1024)) + " M"},
+            {"Python executable", cfg.getPython()},
+            {"Config file", String.valueOf(cfg.getConfigFile())},
+            {"Inference address", cfg.address("inference_address").toString()},
+            {"Management address", cfg.address("management_address").toString()},
+            {"Metrics address", cfg.address("metrics_address").toString()},
+            {"Model Store", String.valueOf(cfg.getModelStore())},
+            {"Initial Models", cfg.getStartupModels().isEmpty() ? "N/A" : String.join(",", cfg.getStartupModels())},
+            {"Log dir", Logging.logDir().toString()},
+            {"Metrics dir", Logging.logDir().toString()},
+            {"Netty threads", cfg.get("number_of_netty_threads")},
+            {"Netty client threads", cfg.get("netty_client_threads")},
+            {"Default workers per model", cfg.get("default_workers_per_model")},
+            {"Blacklist Regex", cfg.get("blacklist_env_vars").isEmpty() ? "N/A" : cfg.get("blacklist_env_vars")},
+            {"Maximum Response Size", cfg.get("max_response_size")},
+            {"Maximum Request Size", cfg.get("max_request_size")},
+            {"Limit Maximum Image Pixels", cfg.get("limit_max_image_pixels")},
+            {"Allowed Urls", cfg.allowedUrls().toString()},
+            {"Custom python dependency for model allowed", cfg.get("install_py_dep_per_model")},
+            {"Enable metrics API", cfg.get("enable_metrics_api")},
+            {"Metrics mode", cfg.get("metrics_mode").toUpperCase(java.util.Locale.ROOT)},
+            {"Disable system metrics", cfg.get("disable_system_metrics")},
+            {"Workflow Store", String.valueOf(cfg.getModelStore())},
+            {"Model config", cfg.get("models") == null ? "N/A" : cfg.get("models")},
+            {"Model API enabled", String.valueOf(cfg.isModelApiEnabled())},
+            {"Token authorization enabled", String.valueOf(cfg.isTokenAuthEnabled())},
+        };
+        StringBuilder sb = new StringBuilder();
+        for (String[] l : lines) {
+            sb.append(l[0]).append(": ").append(l[1]).append(System.lineSeparator());
+        }
+        System.out.print(sb);
+        System.out.flush();
+        LOG.info("Configuration: " + sb.toString().trim().replace(System.lineSeparator(), ", "));
+    }
+
+    private void loadStartupModels(String store) throws IOException {
+        List<String[]> specs = new ArrayList<>();
+        for (String m : cfg.getStartupModels()) {
+            if (m.equalsIgnoreCase("all")) {
+                if (store == null) {
+                    throw new ConfigException("Cannot load 'all' models: no model store configured (model_store / -s)");
+                }
+                try (Stream<Path> s = Files.list(Paths.get(store))) {
+                    s.sorted().forEach(p -> {
+                        String n = p.getFileName().toString();
+                        if (!n.startsWith(".") && (Files.isDirectory(p) || n.endsWith(".mar") || n.endsWith(".tar.gz")
+                                || n.endsWith(".tgz") || n.endsWith(".model"))) {
+                            specs.add(new String[] {null, n});
+                        }
+                    });
+                }
+            } else if (m.contains("=")) {
+                specs.add(new String[] {m.substring(0, m.indexOf('=')), m.substring(m.indexOf('=') + 1)});
+            } else {
+                specs.add(new String[] {null, m});
+            }
+        }
+        for (String[] s : specs) {
+            RegisterRequest r = new RegisterRequest(s[1]);
+            r.modelName = s[0];
+            r.loadedAtStartup = true;
+            r.synchronous = true;
+            try {
+                StatusResult res = models.register(r);
+                LOG.info("Startup model " + s[1] + ": " + res.message());
+            } catch (WlmException e) {
+                LOG.severe("Failed to load model: " + s[1] + ": " + e.getMessage());
+            }
+        }
+    }
+
+    private void shutdownAndHalt() {
+        LOG.info("Shutting down: no new connections; answering in-flight requests, then stopping workers");
+        for (ServerExtension e : extensions) {
+            try {
+                e.stop();
+            } catch (RuntimeException ex) {
+                LOG.warning("extension stop failed: " + ex);
+            }
+        }
+        if (http != null) {
+            http.stopAccepting();
+        }
+        if (models != null) {
+            models.shutdown();
+        }
+        if (http != null) {
+            http.shutdown();
+        }
+        cleanupQuietly();
+        LOG.info("Server stopped.");
+        Logging.flush();
+        Runtime.getRuntime().halt(0);
+    }
+
+    private void cleanupQuietly() {
+        ModelArchive.deleteTree(socketDir);
+    }
+}

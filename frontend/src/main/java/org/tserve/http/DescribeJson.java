@@ -1,0 +1,106 @@
+package org.tserve.http;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import com.google.gson.JsonPrimitive;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
+import org.tserve.config.ModelSettings;
+import org.tserve.wlm.ModelDescription;
+import org.tserve.wlm.ModelList;
+import org.tserve.wlm.WorkerDescription;
+
+/** TorchServe's describe and list JSON shapes (§2.4), field order as TorchServe writes them. */
+final class DescribeJson {
+    private static final DateTimeFormatter TIME = DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
+            .withZone(ZoneOffset.UTC);
+
+    private DescribeJson() {
+    }
+
+    static JsonObject model(ModelDescription d, byte[] customized) {
+        ModelSettings s = d.settings();
+        JsonObject o = new JsonObject();
+        o.addProperty("modelName", d.modelName());
+        o.addProperty("modelVersion", d.modelVersion());
+        o.addProperty("modelUrl", d.modelUrl());
+        o.addProperty("runtime", d.runtime());
+        o.addProperty("minWorkers", s.minWorkers);
+        o.addProperty("maxWorkers", s.maxWorkers);
+        o.addProperty("batchSize", s.batchSize);
+        o.addProperty("maxBatchDelay", s.maxBatchDelay);
+        o.addProperty("responseTimeout", s.responseTimeout);
+        o.addProperty("startupTimeout", s.startupTimeout);
+        o.addProperty("maxRetryTimeoutInSec", s.maxRetryTimeoutInSec);
+        o.addProperty("clientTimeoutInMills", 0);
+        o.addProperty("parallelType", s.parallelType);
+        o.addProperty("parallelLevel", s.parallelLevel);
+        o.addProperty("deviceType", s.deviceType);
+        if (!s.deviceIds.isEmpty()) {
+            JsonArray ids = new JsonArray();
+            s.deviceIds.forEach(ids::add);
+            o.add("deviceIds", ids);
+        }
+        o.addProperty("continuousBatching", false);
+        o.addProperty("useJobTicket", false);
+        o.addProperty("useVenv", false);
+        o.addProperty("stateful", false);
+        o.addProperty("sequenceMaxIdleMSec", 0);
+        o.addProperty("sequenceTimeoutMSec", 0);
+        o.addProperty("maxNumSequence", 0);
+        o.addProperty("maxSequenceJobQueueSize", 0);
+        o.addProperty("loadedAtStartup", d.loadedAtStartup());
+        o.addProperty("preprocessWorkers", s.preprocessWorkers);
+        o.addProperty("postprocessInPool", s.postprocessInPool);
+        o.addProperty("maxBatchesInFlight", s.inFlightLimit());
+        o.addProperty("jobQueueSize", s.jobQueueSize);
+        JsonArray workers = new JsonArray();
+        for (WorkerDescription w : d.workers()) {
+            JsonObject wo = new JsonObject();
+            wo.addProperty("id", w.id());
+            wo.addProperty("startTime", TIME.format(Instant.ofEpochMilli(w.startTimeMillis())));
+            wo.addProperty("status", w.state().name());
+            wo.addProperty("memoryUsage", w.memoryUsage());
+            wo.addProperty("pid", w.pid());
+            wo.addProperty("gpu", w.gpu());
+            wo.addProperty("gpuUsage", "N/A");
+            workers.add(wo);
+        }
+        o.add("workers", workers);
+        JsonObject q = new JsonObject();
+        q.addProperty("remainingCapacity", d.queueRemainingCapacity());
+        q.addProperty("pendingRequests", d.queuePending());
+        o.add("jobQueueStatus", q);
+        if (customized != null) {
+            String text = new String(customized, StandardCharsets.UTF_8);
+            JsonElement meta;
+            try {
+                meta = JsonParser.parseString(text);
+            } catch (RuntimeException e) {
+                meta = new JsonPrimitive(text);
+            }
+            o.add("customizedMetadata", meta);
+        }
+        return o;
+    }
+
+    static JsonObject list(ModelList l) {
+        JsonObject o = new JsonObject();
+        if (l.nextPageToken() != null) {
+            o.addProperty("nextPageToken", l.nextPageToken());
+        }
+        JsonArray a = new JsonArray();
+        for (ModelList.Entry e : l.models()) {
+            JsonObject m = new JsonObject();
+            m.addProperty("modelName", e.modelName());
+            m.addProperty("modelUrl", e.modelUrl());
+            a.add(m);
+        }
+        o.add("models", a);
+        return o;
+    }
+}

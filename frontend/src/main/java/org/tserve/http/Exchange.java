@@ -1,0 +1,158 @@
+package org.tserve.http;
+
+import com.google.gson.Gson;
+import com.google.gson.GsonBuilder;
+import com.google.gson.JsonObject;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.handler.codec.http.DefaultFullHttpResponse;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpHeaders;
+import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpUtil;
+import io.netty.handler.codec.http.HttpVersion;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.logging.Logger;
+import org.tserve.config.ConfigManager;
+import org.tserve.util.Logging;
+
+/**
+ * One HTTP request/response: what was asked (copied out of the Netty request, which is released
+ * after the handler returns) and how to answer it exactly once, with the common headers, keeping
+ * the connection alive (also after errors) and one access-log line.
+ */
+final class Exchange {
+    static final Gson GSON = new GsonBuilder().setPrettyPrinting().disableHtmlEscaping().create();
+    private static final Logger ACCESS = Logger.getLogger(Logging.ACCESS_LOG);
+
+    final ChannelHandlerContext ctx;
+    final String method;
+    final String uri;
+    final String protocol;
+    final boolean keepAlive;
+    final String requestId = UUID.randomUUID().toString();
+    private final long start = System.nanoTime();
+    private final ConfigManager cfg;
+    private final AtomicBoolean finished = new AtomicBoolean();
+
+    Exchange(ChannelHandlerContext ctx, FullHttpRequest req, ConfigManager cfg) {
+        this.ctx = ctx;
+        this.method = req.method().name();
+        this.uri = req.uri();
+        this.protocol = req.protocolVersion().text();
+        this.keepAlive = HttpUtil.isKeepAlive(req);
+        this.cfg = cfg;
+    }
+
+    /** Adds x-request-id, the no-cache headers and CORS headers (when configured). */
+    void commonHeaders(HttpHeaders h) {
+        h.set("x-request-id", requestId);
+        h.set(HttpHeaderNames.PRAGMA, "no-cache");
+        h.set(HttpHeaderNames.CACHE_CONTROL, "no-cache; no-store, must-revalidate, private");
+        h.set(HttpHeaderNames.EXPIRES, "Thu, 01 Jan 1970 00:00:00 UTC");
+        String origin = cfg.get("cors_allowed_origin");
+        if (origin != null && !origin.isEmpty()) {
+            h.set(HttpHeaderNames.ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+            String methods = cfg.get("cors_allowed_methods");
+            if (methods != null && !methods.isEmpty()) {
+                h.set(HttpHeaderNames.ACCESS_CONTROL_ALLOW_METHODS, methods);
+            }
+            String headers = cfg.get("cors_allowed_headers");
+            if (headers != null && !headers.isEmpty()) {
+                h.set(HttpHeaderNames.ACCESS_CONTROL_ALLOW_HEADERS, headers);
+            }
+        }
+        if (keepAlive) {
+            h.set(HttpHeaderNames.CONNECTION, HttpHeaderValues.KEEP_ALIVE);
+        } else {
+            h.set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+        }
+    }
+
+    /** Sends a full response (once); closes the connection only if the client did not ask for keep-alive. */
+    void send(FullHttpResponse resp) {
+        if (!finished.compareAndSet(false, true)) {
+            resp.release();
+            return;
+        }
+        commonHeaders(resp.headers());
+        HttpUtil.setContentLength(resp, resp.content().readableBytes());
+        log(resp.status().code());
+        if (keepAlive) {
+            ctx.writeAndFlush(resp);
+        } else {
+            ctx.writeAndFlush(resp).addListener(ChannelFutureListener.CLOSE);
+        }
+    }
+
+    /** Starts a chunked response (streaming); the caller writes contents and the last content. */
+    void startChunked(HttpResponse head) {
+        commonHeaders(head.headers());
+        HttpUtil.setTransferEncodingChunked(head, true);
+        ctx.writeAndFlush(head);
+    }
+
+    /** Ends a chunked response started with {@link #startChunked}. */
+    void finishChunked(int status, io.netty.handler.codec.http.LastHttpContent last) {
+        if (!finished.compareAndSet(false, true)) {
+            last.release();
+            return;
+        }
+        log(status);
+        if (keepAlive) {
+            ctx.writeAndFlush(last);
+        } else {
+            ctx.writeAndFlush(last).addListener(ChannelFutureListener.CLOSE);
+        }
+    }
+
+    boolean isFinished() {
+        return finished.get();
+    }
+
+    void sendJson(int status, Object body) {
+        String text = (body instanceof String ? body : GSON.toJson(body)) + "\n";
+        ByteBuf buf = Unpooled.copiedBuffer(text, StandardCharsets.UTF_8);
+        FullHttpResponse resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.valueOf(status), buf);
+        resp.headers().set(HttpHeaderNames.CONTENT_TYPE, "application/json");
+        send(resp);
+    }
+
+    /** {@code {"status": message}} with the given code (TorchServe's StatusResponse). */
+    void sendStatus(int status, String message) {
+        JsonObject o = new JsonObject();
+        o.addProperty("status", message);
+        sendJson(status, o);
+    }
+
+    /** TorchServe's ErrorResponse: {@code {"code", "type", "message"}}. */
+    void sendError(int status, String type, String message) {
+        JsonObject o = new JsonObject();
+        o.addProperty("code", status);
+        o.addProperty("type", type);
+        o.addProperty("message", message);
+        sendJson(status, o);
+    }
+
+    void sendError(HttpError e) {
+        sendError(e.getStatus(), e.getType(), e.getMessage());
+    }
+
+    private void log(int status) {
+        org.tserve.metrics.MetricsRegistry.get().responseSent(status);   // Requests2XX/4XX/5XX
+        SocketAddress a = ctx.channel().remoteAddress();
+        String client = a instanceof InetSocketAddress ? ((InetSocketAddress) a).getAddress().getHostAddress() : String.valueOf(a);
+        long ms = (System.nanoTime() - start) / 1_000_000;
+        ACCESS.info(client + " \"" + method + " " + uri + " " + protocol + "\" " + status + " " + ms + "ms");
+    }
+}

@@ -1,0 +1,53 @@
+package org.tserve.http;
+
+/** An error to answer with TorchServe's JSON shape {@code {"code", "type", "message"}}. */
+public final class HttpError extends Exception {
+    private static final long serialVersionUID = 1L;
+    private final int status;
+    private final String type;
+
+    public HttpError(int status, String type, String message) {
+        super(message);
+        this.status = status;
+        this.type = type;
+    }
+
+    /** An error whose type is TorchServe's exception name for the status. */
+    public HttpError(int status, String message) {
+        this(status, typeFor(status), message);
+    }
+
+    public int getStatus() {
+        return status;
+    }
+
+    public String getType() {
+        return type;
+    }
+
+    /** TorchServe's exception class name for an HTTP status. */
+    public static String typeFor(int status) {
+        switch (status) {
+            case 400: return "BadRequestException";
+            case 401: return "InvalidKeyException";
+            case 403: return "InvalidModelVersionException";
+            case 404: return "ModelNotFoundException";
+            case 405: return "MethodNotAllowedException";
+            case 408: return "RequestTimeoutException";
+            case 409: return "ConflictStatusException";
+            case 413: return "RequestEntityTooLargeException";
+            case 503: return "ServiceUnavailableException";
+            case 504: return "RequestTimeoutException";
+            case 507: return "InsufficientStorageException";
+            default: return "InternalServerException";
+        }
+    }
+
+    static HttpError notFound() {
+        return new HttpError(404, "ResourceNotFoundException", "Requested resource is not found, please refer to API document.");
+    }
+
+    static HttpError methodNotAllowed() {
+        return new HttpError(405, "MethodNotAllowedException", "Requested method is not allowed, please refer to API document.");
+    }
+}

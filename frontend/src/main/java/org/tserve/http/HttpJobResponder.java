@@ -1,0 +1,123 @@
+package org.tserve.http;
+
+import com.google.gson.JsonObject;
+import io.netty.buffer.Unpooled;
+import io.netty.handler.codec.http.DefaultFullHttpResponse;
+import io.netty.handler.codec.http.DefaultHttpContent;
+import io.netty.handler.codec.http.DefaultHttpResponse;
+import io.netty.handler.codec.http.DefaultLastHttpContent;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaders;
+import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.LastHttpContent;
+import java.nio.charset.StandardCharsets;
+import org.tserve.wlm.JobResponder;
+import org.tserve.wlm.protocol.Header;
+import org.tserve.wlm.protocol.Response;
+
+/**
+ * Writes a job's answer as HTTP: a full response for a plain result, or a chunked response for
+ * a streaming handler (each CHUNK frame becomes one HTTP chunk, the RESULT the last one). All
+ * writes run on the channel's event loop.
+ */
+final class HttpJobResponder implements JobResponder {
+    private final Exchange ex;
+    private boolean streaming;
+    private int streamStatus;
+
+    HttpJobResponder(Exchange ex) {
+        this.ex = ex;
+    }
+
+    @Override
+    public void onChunk(Response chunk) {
+        ex.ctx.executor().execute(() -> {
+            if (!ex.ctx.channel().isActive() || ex.isFinished()) {
+                return;
+            }
+            if (!streaming) {
+                streaming = true;
+                streamStatus = chunk.status() >= 400 ? 200 : chunk.status();
+                HttpResponse head = new DefaultHttpResponse(HttpVersion.HTTP_1_1, status(streamStatus, chunk.message()));
+                copyHeaders(chunk, head.headers());
+                ex.startChunked(head);
+            }
+            if (chunk.body().length > 0) {
+                ex.ctx.writeAndFlush(new DefaultHttpContent(Unpooled.wrappedBuffer(chunk.body())));
+            }
+        });
+    }
+
+    @Override
+    public void onResult(Response r) {
+        ex.ctx.executor().execute(() -> {
+            if (streaming) {
+                LastHttpContent last = r.status() >= 400
+                        ? new DefaultLastHttpContent(Unpooled.copiedBuffer(errorJson(r.status(), errorText(r)), StandardCharsets.UTF_8))
+                        : new DefaultLastHttpContent(Unpooled.wrappedBuffer(r.body()));
+                ex.finishChunked(streamStatus, last);
+                return;
+            }
+            if (r.status() >= 400 && (r.body().length == 0 || r.contentType().isEmpty())) {
+                ex.sendError(r.status(), "InternalServerException", errorText(r));
+                return;
+            }
+            FullHttpResponse resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, status(r.status(), r.message()),
+                    Unpooled.wrappedBuffer(r.body()));
+            copyHeaders(r, resp.headers());
+            ex.send(resp);
+        });
+    }
+
+    @Override
+    public void onError(int status, String message) {
+        ex.ctx.executor().execute(() -> {
+            if (streaming) {
+                ex.finishChunked(status, new DefaultLastHttpContent(
+                        Unpooled.copiedBuffer(errorJson(status, message), StandardCharsets.UTF_8)));
+                return;
+            }
+            ex.sendError(status, HttpError.typeFor(status), message);
+        });
+    }
+
+    private static String errorText(Response r) {
+        if (!r.message().isEmpty()) {
+            return r.message();
+        }
+        String body = new String(r.body(), StandardCharsets.UTF_8);
+        return body.isEmpty() ? "Prediction failed with status " + r.status() : body;
+    }
+
+    private static String errorJson(int status, String message) {
+        JsonObject o = new JsonObject();
+        o.addProperty("code", status);
+        o.addProperty("type", HttpError.typeFor(status));
+        o.addProperty("message", message);
+        return Exchange.GSON.toJson(o) + "\n";
+    }
+
+    private static HttpResponseStatus status(int code, String reason) {
+        if (code < 100 || code > 999) {
+            return HttpResponseStatus.INTERNAL_SERVER_ERROR;
+        }
+        return reason == null || reason.isEmpty() ? HttpResponseStatus.valueOf(code) : new HttpResponseStatus(code, reason);
+    }
+
+    private static void copyHeaders(Response r, HttpHeaders h) {
+        if (!r.contentType().isEmpty()) {
+            h.set(HttpHeaderNames.CONTENT_TYPE, r.contentType());
+        }
+        for (Header x : r.headers()) {
+            String n = x.name();
+            if (n.equalsIgnoreCase("content-length") || n.equalsIgnoreCase("transfer-encoding")
+                    || n.equalsIgnoreCase("connection")) {
+                continue;
+            }
+            h.add(n, x.value());
+        }
+    }
+}

@@ -1,0 +1,100 @@
+package org.tserve.http;
+
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.nio.NioEventLoopGroup;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.handler.codec.http.HttpServerCodec;
+import java.net.BindException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import org.tserve.ServerExtension;
+import org.tserve.auth.TokenAuthorization;
+import org.tserve.config.ConfigException;
+import org.tserve.config.ConfigManager;
+import org.tserve.wlm.ModelManager;
+
+/** Binds the inference, management and metrics connectors (one port when two addresses are equal). */
+public final class HttpServer {
+    private final ConfigManager cfg;
+    private final TokenAuthorization tokens;
+    private final ModelManager models;
+    private final List<ServerExtension> extensions;
+    private final EventLoopGroup boss = new NioEventLoopGroup(1);
+    private final EventLoopGroup workers;
+    private final ExecutorService blocking = Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "management");
+        t.setDaemon(true);
+        return t;
+    });
+    private final List<Channel> channels = new ArrayList<>();
+
+    public HttpServer(ConfigManager cfg, TokenAuthorization tokens, ModelManager models, List<ServerExtension> extensions) {
+        this.cfg = cfg;
+        this.tokens = tokens;
+        this.models = models;
+        this.extensions = extensions;
+        this.workers = new NioEventLoopGroup(cfg.getInt("number_of_netty_threads"));
+    }
+
+    /** Binds all connectors; a port that cannot be bound throws a ConfigException naming the key. */
+    public void start() throws InterruptedException {
+        ConfigManager.Address inf = cfg.address("inference_address");
+        ConfigManager.Address mgmt = cfg.address("management_address");
+        if (inf.host.equals(mgmt.host) && inf.port == mgmt.port) {
+            bind("inference_address", inf, ConnectorType.INFERENCE_AND_MANAGEMENT);
+        } else {
+            bind("inference_address", inf, ConnectorType.INFERENCE);
+            bind("management_address", mgmt, ConnectorType.MANAGEMENT);
+        }
+        if (cfg.getBool("enable_metrics_api")) {
+            bind("metrics_address", cfg.address("metrics_address"), ConnectorType.METRICS);
+        }
+    }
+
+    private void bind(String key, ConfigManager.Address a, ConnectorType type) throws InterruptedException {
+        InferenceApi inference = new InferenceApi(models);
+        ManagementApi management = new ManagementApi(models, cfg, tokens, blocking);
+        int maxRequest = cfg.getInt("max_request_size");
+        ServerBootstrap b = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
+                .childHandler(new ChannelInitializer<SocketChannel>() {
+                    @Override
+                    protected void initChannel(SocketChannel ch) {
+                        ch.pipeline().addLast(new HttpServerCodec(8192, 65536, 65536));
+                        ch.pipeline().addLast(new SizeLimitedAggregator(maxRequest));
+                        ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, inference, management, extensions));
+                    }
+                });
+        try {
+            channels.add(b.bind(a.host, a.port).sync().channel());
+        } catch (Exception e) {
+            if (e instanceof BindException || e.getCause() instanceof BindException
+                    || String.valueOf(e.getMessage()).contains("Address already in use")) {
+                throw new ConfigException("Cannot bind " + key + " " + a + ": " + e.getMessage()
+                        + " (is another server running? choose another port in config.properties)");
+            }
+            throw new ConfigException("Cannot bind " + key + " " + a + ": " + e);
+        }
+    }
+
+    /** Stops accepting new connections (open connections keep getting their answers). */
+    public void stopAccepting() {
+        for (Channel c : channels) {
+            c.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
+        }
+    }
+
+    /** Closes everything. */
+    public void shutdown() {
+        stopAccepting();
+        blocking.shutdownNow();
+        boss.shutdownGracefully(0, 1, TimeUnit.SECONDS);
+        workers.shutdownGracefully(0, 2, TimeUnit.SECONDS).awaitUninterruptibly(5, TimeUnit.SECONDS);
+    }
+}

@@ -1,0 +1,248 @@
+package org.tserve.http;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonObject;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.QueryStringDecoder;
+import java.io.IOException;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.tserve.auth.TokenAuthorization;
+import org.tserve.config.ConfigManager;
+import org.tserve.wlm.Job;
+import org.tserve.wlm.JobResponder;
+import org.tserve.wlm.ModelDescription;
+import org.tserve.wlm.ModelManager;
+import org.tserve.wlm.RegisterRequest;
+import org.tserve.wlm.StatusResult;
+import org.tserve.wlm.WlmException;
+import org.tserve.wlm.protocol.Response;
+
+/**
+ * The management API (§2): register, scale, describe, list, unregister, set-default, token
+ * rotation and KServe's model-ready. Calls that may block run on a separate executor, never on
+ * the Netty event loop.
+ */
+final class ManagementApi {
+    private static final Logger LOG = Logger.getLogger(ManagementApi.class.getName());
+    private final ModelManager models;
+    private final ConfigManager cfg;
+    private final TokenAuthorization tokens;
+    private final ExecutorService blocking;
+
+    ManagementApi(ModelManager models, ConfigManager cfg, TokenAuthorization tokens, ExecutorService blocking) {
+        this.models = models;
+        this.cfg = cfg;
+        this.tokens = tokens;
+        this.blocking = blocking;
+    }
+
+    /** Handles the request if it is a management route; returns false otherwise. */
+    boolean handle(Exchange ex, FullHttpRequest req, String[] seg, QueryStringDecoder q) throws HttpError {
+        if (seg.length == 0) {
+            return false;
+        }
+        HttpMethod m = req.method();
+        if (seg[0].equals("token") && seg.length == 1) {
+            rotate(ex, q);
+            return true;
+        }
+        if (seg[0].equals("v1") && seg.length == 3 && seg[1].equals("models")) {
+            if (!m.equals(HttpMethod.GET)) {
+                throw HttpError.methodNotAllowed();
+            }
+            String name = seg[2].contains(":") ? seg[2].substring(0, seg[2].indexOf(':')) : seg[2];
+            List<ModelDescription> d = call(() -> models.describe(name, null));
+            boolean ready = d.get(0).workers().stream().anyMatch(w -> w.state() == org.tserve.wlm.WorkerState.READY);
+            JsonObject o = new JsonObject();
+            o.addProperty("name", name);
+            o.addProperty("ready", ready);
+            ex.sendJson(200, o);
+            return true;
+        }
+        if (!seg[0].equals("models") || seg.length > 4) {
+            return false;
+        }
+        Params p = Params.of(req, q);
+        if (seg.length == 1) {
+            if (m.equals(HttpMethod.GET)) {
+                int limit = p.integer("limit") == null ? 100 : p.integer("limit");
+                int token = p.integer("next_page_token") == null ? 0 : p.integer("next_page_token");
+                ex.sendJson(200, DescribeJson.list(models.list(limit, token)));
+            } else if (m.equals(HttpMethod.POST)) {
+                register(ex, p);
+            } else {
+                throw HttpError.methodNotAllowed();
+            }
+            return true;
+        }
+        String name = seg[1];
+        String version = seg.length > 2 ? seg[2] : null;
+        if (seg.length == 4) {
+            if (!seg[3].equals("set-default")) {
+                return false;
+            }
+            if (!m.equals(HttpMethod.PUT)) {
+                throw HttpError.methodNotAllowed();
+            }
+            StatusResult r = call(() -> models.setDefault(name, seg[2]));
+            ex.sendStatus(r.status(), r.message());
+            return true;
+        }
+        if (m.equals(HttpMethod.GET)) {
+            describe(ex, name, version, p.bool("customized", false));
+        } else if (m.equals(HttpMethod.PUT)) {
+            scale(ex, name, version == null ? p.str("model_version") : version, p);
+        } else if (m.equals(HttpMethod.DELETE)) {
+            if (!cfg.isModelApiEnabled()) {
+                throw new HttpError(405, "MethodNotAllowedException", "Model API is disabled: unregistering models needs "
+                        + "enable_model_api=true in config.properties (or --enable-model-api)");
+            }
+            async(ex, () -> {
+                StatusResult r = models.unregister(name, version);
+                ex.sendStatus(r.status(), r.message());
+            });
+        } else if (m.equals(HttpMethod.OPTIONS)) {
+            ex.sendJson(200, ApiDescription.management());
+        } else {
+            throw HttpError.methodNotAllowed();
+        }
+        return true;
+    }
+
+    private void register(Exchange ex, Params p) throws HttpError {
+        if (!cfg.isModelApiEnabled()) {
+            throw new HttpError(405, "MethodNotAllowedException", "Model API is disabled: registering models needs "
+                    + "enable_model_api=true in config.properties (or --enable-model-api)");
+        }
+        String url = p.str("url");
+        if (url == null) {
+            throw new HttpError(400, "Parameter url is required.");
+        }
+        RegisterRequest r = new RegisterRequest(url);
+        r.modelName = p.str("model_name");
+        r.handler = p.str("handler");
+        r.runtime = p.str("runtime");
+        r.batchSize = p.integer("batch_size");
+        r.maxBatchDelay = p.integer("max_batch_delay");
+        r.initialWorkers = p.integer("initial_workers");
+        r.responseTimeout = p.integer("response_timeout");
+        r.startupTimeout = p.integer("startup_timeout");
+        r.preprocessWorkers = p.integer("preprocess_workers");
+        r.synchronous = p.bool("synchronous", true);
+        if (r.initialWorkers == null) {
+            r.initialWorkers = null;   // model-config.yaml, then default_workers_per_model decide
+        }
+        async(ex, () -> {
+            StatusResult res = models.register(r);
+            ex.sendStatus(res.status(), res.message());
+        });
+    }
+
+    private void scale(Exchange ex, String name, String version, Params p) throws HttpError {
+        Integer min = p.integer("min_worker");
+        Integer max = p.integer("max_worker");
+        int mn = min == null ? 1 : min;
+        int mx = max == null ? mn : max;
+        boolean sync = p.bool("synchronous", false);
+        p.integer("timeout");   // validated; workers always finish in-flight batches before stopping
+        async(ex, () -> {
+            StatusResult r = models.scale(name, version, mn, mx, sync);
+            ex.sendStatus(r.status(), r.message());
+        });
+    }
+
+    private void describe(Exchange ex, String name, String version, boolean customized) throws HttpError {
+        List<ModelDescription> ds = call(() -> models.describe(name, version));
+        if (!customized || "all".equals(version)) {
+            JsonArray a = new JsonArray();
+            for (ModelDescription d : ds) {
+                a.add(DescribeJson.model(d, null));
+            }
+            ex.sendJson(200, a);
+            return;
+        }
+        ModelDescription d = ds.get(0);
+        Job job = Job.describe(name, d.modelVersion(), new JobResponder() {
+            @Override
+            public void onChunk(Response chunk) {
+                // describe answers are never streamed
+            }
+
+            @Override
+            public void onResult(Response r) {
+                if (r.status() >= 400) {
+                    ex.sendError(r.status(), "InternalServerException", r.message().isEmpty() ? "describe failed" : r.message());
+                    return;
+                }
+                JsonArray a = new JsonArray();
+                try {
+                    a.add(DescribeJson.model(models.describe(name, d.modelVersion()).get(0), r.body()));
+                } catch (WlmException e) {
+                    ex.sendError(e.getStatus(), HttpError.typeFor(e.getStatus()), e.getMessage());
+                    return;
+                }
+                ex.sendJson(200, a);
+            }
+
+            @Override
+            public void onError(int status, String message) {
+                ex.sendError(status, HttpError.typeFor(status), message);
+            }
+        });
+        try {
+            models.submit(job);
+        } catch (WlmException e) {
+            throw new HttpError(e.getStatus(), e.getMessage());
+        }
+    }
+
+    private void rotate(Exchange ex, QueryStringDecoder q) throws HttpError {
+        List<String> type = q.parameters().get("type");
+        String t = type == null || type.isEmpty() ? null : type.get(0);
+        if (!tokens.isEnabled()) {
+            throw new HttpError(400, "Token authorization is disabled (disable_token_authorization / -dt); nothing to rotate");
+        }
+        try {
+            if (!tokens.rotate(t)) {
+                throw new HttpError(400, "Token Authentication failed: type must be management or inference, got '" + t + "'");
+            }
+        } catch (IOException e) {
+            throw new HttpError(500, "Cannot rewrite " + tokens.getFile() + ": " + e.getMessage());
+        }
+        ex.sendJson(200, "\"\"");
+    }
+
+    /** A management call that throws WlmException, mapped to HttpError. */
+    interface Call<T> {
+        T run() throws WlmException;
+    }
+
+    interface Action {
+        void run() throws WlmException;
+    }
+
+    private static <T> T call(Call<T> c) throws HttpError {
+        try {
+            return c.run();
+        } catch (WlmException e) {
+            throw new HttpError(e.getStatus(), e.getMessage());
+        }
+    }
+
+    private void async(Exchange ex, Action a) {
+        blocking.execute(() -> {
+            try {
+                a.run();
+            } catch (WlmException e) {
+                ex.sendError(e.getStatus(), HttpError.typeFor(e.getStatus()), e.getMessage());
+            } catch (RuntimeException e) {
+                LOG.log(Level.SEVERE, "management call failed", e);
+                ex.sendError(500, "InternalServerException", "Internal error: " + e);
+            }
+        });
+    }
+}

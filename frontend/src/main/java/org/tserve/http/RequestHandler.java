@@ -1,0 +1,125 @@
+package org.tserve.http;
+
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.QueryStringDecoder;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.tserve.ServerExtension;
+import org.tserve.auth.TokenAuthorization;
+import org.tserve.auth.TokenAuthorization.KeyType;
+import org.tserve.config.ConfigManager;
+
+/** Routes one connector's requests: API description, token check, then its API; else 404. */
+final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
+    private static final Logger LOG = Logger.getLogger(RequestHandler.class.getName());
+    private final ConnectorType type;
+    private final ConfigManager cfg;
+    private final TokenAuthorization tokens;
+    private final InferenceApi inference;
+    private final ManagementApi management;
+    private final List<ServerExtension> extensions;
+
+    RequestHandler(ConnectorType type, ConfigManager cfg, TokenAuthorization tokens, InferenceApi inference,
+                   ManagementApi management, List<ServerExtension> extensions) {
+        this.type = type;
+        this.cfg = cfg;
+        this.tokens = tokens;
+        this.inference = inference;
+        this.management = management;
+        this.extensions = extensions;
+    }
+
+    /** Path segments without the empty ones (so a trailing slash is ignored, like TorchServe). */
+    static String[] segments(String path) {
+        List<String> out = new ArrayList<>();
+        for (String s : path.split("/")) {
+            if (!s.isEmpty()) {
+                out.add(QueryStringDecoder.decodeComponent(s));
+            }
+        }
+        return out.toArray(new String[0]);
+    }
+
+    @Override
+    protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
+        Exchange ex = new Exchange(ctx, req, cfg);
+        try {
+            if (!req.decoderResult().isSuccess()) {
+                throw new HttpError(400, "Invalid HTTP request: " + req.decoderResult().cause());
+            }
+            QueryStringDecoder q = new QueryStringDecoder(req.uri());
+            String[] seg = segments(q.rawPath());
+            if ((seg.length == 0 && req.method().equals(HttpMethod.OPTIONS))
+                    || (seg.length == 1 && seg[0].equals("api-description"))) {
+                ex.sendJson(200, ApiDescription.forConnector(type));
+                return;
+            }
+            if (seg.length == 0) {
+                throw HttpError.methodNotAllowed();
+            }
+            if (type == ConnectorType.METRICS) {
+                for (ServerExtension e : extensions) {
+                    FullHttpResponse r = e.handleMetricsRequest(req);
+                    if (r != null) {
+                        ex.send(r);
+                        return;
+                    }
+                }
+                throw HttpError.notFound();
+            }
+            boolean inferenceRoute = type != ConnectorType.MANAGEMENT && isInferenceRoute(seg);
+            if (inferenceRoute) {
+                authorize(req, KeyType.INFERENCE);
+                if (inference.handle(ex, req, seg)) {
+                    return;
+                }
+            }
+            if (type != ConnectorType.INFERENCE) {
+                authorize(req, seg[0].equals("token") && seg.length == 1 ? KeyType.API : KeyType.MANAGEMENT);
+                if (management.handle(ex, req, seg, q)) {
+                    return;
+                }
+            }
+            throw HttpError.notFound();
+        } catch (HttpError e) {
+            ex.sendError(e);
+        } catch (RuntimeException e) {
+            LOG.log(Level.SEVERE, "request " + req.method() + " " + req.uri() + " failed", e);
+            ex.sendError(500, "InternalServerException", "Internal error: " + e);
+        }
+    }
+
+    private static boolean isInferenceRoute(String[] seg) {
+        switch (seg[0]) {
+            case "ping":
+            case "predictions":
+            case "explanations":
+                return true;
+            case "v1":
+                return seg.length == 3 && seg[1].equals("models") && (seg[2].endsWith(":predict") || seg[2].endsWith(":explain"));
+            case "v2":
+                return true;
+            default:
+                return false;
+        }
+    }
+
+    private void authorize(FullHttpRequest req, KeyType key) throws HttpError {
+        if (!tokens.check(key, req.headers().get(HttpHeaderNames.AUTHORIZATION))) {
+            throw new HttpError(401, "InvalidKeyException", TokenAuthorization.failureMessage(key));
+        }
+    }
+
+    @Override
+    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+        LOG.fine("connection error: " + cause);
+        ctx.close();
+    }
+}

@@ -1,0 +1,76 @@
+package org.tserve.metrics;
+
+import io.netty.buffer.Unpooled;
+import io.netty.handler.codec.http.DefaultFullHttpResponse;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.QueryStringDecoder;
+import java.nio.charset.StandardCharsets;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import org.tserve.ServerContext;
+import org.tserve.ServerExtension;
+import org.tserve.util.Logging;
+import org.tserve.wlm.WlmListener;
+
+/**
+ * Plugs metrics into the server: installs the {@link MetricsRegistry} (metrics.yaml, metrics_mode,
+ * log files in LOG_LOCATION), listens to the workload manager (job latencies, worker loads,
+ * METRICS frames) and serves {@code GET /metrics[?name[]=..]} on the metrics connector.
+ */
+public final class MetricsExtension implements ServerExtension {
+    @Override
+    public void start(ServerContext ctx) {
+        MetricsRegistry r = MetricsSetup.start(ctx.config(), Logging.logDir());
+        ctx.modelManager().addListener(new WlmListener() {
+            @Override
+            public void onJobDone(String model, String version, int status, long queueNanos, long backendNanos) {
+                r.inferenceCompleted(model, version, (queueNanos + backendNanos) / 1000, queueNanos / 1000);
+            }
+
+            @Override
+            public void onHandlerMetrics(String model, String version, String workerId, String json) {
+                r.backendMetrics(model, workerId, json);
+            }
+
+            @Override
+            public void onWorkerLoaded(String model, String version, String workerName, long millis) {
+                r.workerLoaded(workerName, millis);
+            }
+        });
+    }
+
+    @Override
+    public void stop() {
+        MetricsSetup.stop();
+    }
+
+    @Override
+    public FullHttpResponse handleMetricsRequest(FullHttpRequest request) {
+        QueryStringDecoder q = new QueryStringDecoder(request.uri());
+        String path = q.path();
+        while (path.endsWith("/") && path.length() > 1) {
+            path = path.substring(0, path.length() - 1);
+        }
+        if (!path.equals("/metrics")) {
+            return null;
+        }
+        Set<String> names = new HashSet<>();
+        for (String key : new String[] {"name[]", "name"}) {
+            List<String> v = q.parameters().get(key);
+            if (v != null) {
+                names.addAll(v);
+            }
+        }
+        byte[] body = MetricsRegistry.get().scrape(names).getBytes(StandardCharsets.UTF_8);
+        FullHttpResponse resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK,
+            Unpooled.wrappedBuffer(body));
+        resp.headers().set(HttpHeaderNames.CONTENT_TYPE, PrometheusWriter.CONTENT_TYPE);
+        resp.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, body.length);
+        return resp;
+    }
+}
