@@ -21,7 +21,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import requests
 
+import harness
 import model_archiver
 
 REPO = Path(__file__).resolve().parents[2]
@@ -188,3 +190,75 @@ def test_same_existing_archive_error_as_torchserve(real_archiver: Path, inputs: 
     wording = f"{tmp_path / 'dup.mar'} already exists.\nPlease specify --force/-f option to overwrite"
     assert wording in theirs.stderr
     assert wording in ours.stderr
+
+
+# ---- archives made by TorchServe's archiver, served by tserve ---------------------------------
+
+HANDLER = '''\
+import os
+
+_state = {}
+
+
+def handle(data, context):
+    if data is None:  # TorchServe's load-time call of a function handler
+        model_dir = context.system_properties["model_dir"]
+        with open(os.path.join(model_dir, "greeting.txt")) as f:
+            _state["greeting"] = f.read().strip()
+        _state["weights"] = os.path.getsize(os.path.join(model_dir, context.manifest["model"]["serializedFile"]))
+        _state["batch"] = context.model_yaml_config.get("batchSize")
+        return None
+    out = []
+    for row in data:
+        body = row.get("data") or row.get("body")
+        if isinstance(body, (bytes, bytearray)):
+            body = body.decode()
+        out.append(f"{_state['greeting']} {body} weights={_state['weights']} batch={_state['batch']}")
+    return out
+'''
+SERVED = {
+    # model name: (archive format, handler argument, made by)
+    "real_mar": ("default", "handler:handle", "real"),
+    "real_store": ("zip-store", "handler.py", "real"),
+    "real_tgz": ("tgz", "handler", "real"),
+    "real_dir": ("no-archive", "handler.py", "real"),
+    "ours_mar": ("default", "handler.py:handle", "ours"),
+    "ours_tgz": ("tgz", "handler.py", "ours"),
+}
+
+
+@pytest.fixture(scope="module")
+def served(real_archiver: Path, tmp_path_factory: pytest.TempPathFactory):
+    jar = REPO / "ts" / "frontend" / "tserve-frontend.jar"
+    if not jar.exists():
+        pytest.fail(f"{jar} is missing: build it with `gradle --offline -q packageJar`")
+    root = tmp_path_factory.mktemp("served")
+    src, store = root / "src", root / "store"
+    src.mkdir()
+    store.mkdir()
+    (src / "handler.py").write_text(HANDLER)
+    (src / "greeting.txt").write_text("hello")
+    (src / "weights.bin").write_bytes(b"\x01" * 1234)
+    (src / "model-config.yaml").write_text("minWorkers: 1\nmaxWorkers: 1\nbatchSize: 1\nmaxBatchDelay: 10\n")
+    for name, (fmt, handler, maker) in SERVED.items():
+        args = ["--model-name", name, "--version", "1.5", "--handler", handler, "--serialized-file", "weights.bin",
+                "--extra-files", "greeting.txt", "--config-file", "model-config.yaml", "--archive-format", fmt,
+                "--export-path", str(store)]
+        (run_real(real_archiver, args, cwd=src) if maker == "real" else run_ours(args, cwd=src))
+    with harness.Server(store) as server:
+        yield server
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SERVED))
+def test_archive_is_served_by_tserve(served, name: str) -> None:
+    fmt = SERVED[name][0]
+    url = name + {"default": ".mar", "zip-store": ".mar", "tgz": ".tar.gz", "no-archive": ""}[fmt]
+    registered = served.register(url, initial_workers=1)
+    assert registered.status_code == 200, registered.text
+    answer = served.predict(name, data=b"world")
+    assert answer.status_code == 200, answer.text
+    assert answer.text == "hello world weights=1234 batch=1"
+    described = requests.get(f"{served.management_url}/models/{name}", timeout=30).json()
+    assert described[0]["modelName"] == name
+    assert described[0]["modelVersion"] == "1.5"
