@@ -15,8 +15,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ts.protocol import codec
-from ts.protocol.codec import FrameType, Part, Request, Response
+from ts.protocol import codec  # noqa: E402
+from ts.protocol.codec import FrameType, Part, Request, Response  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 

@@ -60,7 +60,7 @@ def test_vector_decodes_to_its_json_and_reencodes_identically(name: str) -> None
     elif frame.type is FrameType.INFERENCE:
         reqs = codec.decode_batch(frame.body)
         assert [r.request_id for r in reqs] == [r["request_id"] for r in doc["requests"]]
-        for got, want in zip(reqs, doc["requests"]):
+        for got, want in zip(reqs, doc["requests"], strict=True):
             assert [list(h) for h in got.headers] == want["headers"]
             assert [(p.name, p.content_type, base64.b64encode(p.value).decode())
                     for p in got.parts] == [

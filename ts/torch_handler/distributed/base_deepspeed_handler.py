@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import torch
 
 from ts.context import Context
-from ts.handler_utils.distributed.checkpoint import CheckpointError, find_checkpoint
+from ts.handler_utils.distributed.checkpoint import CheckpointError, find_checkpoint, meta_parameters
 from ts.handler_utils.distributed.config import (
     KeySpec,
     ModelConfigError,
@@ -113,7 +113,7 @@ class BaseDeepSpeedHandler(BaseDistributedHandler):
         assert self.checkpoint_dir is not None
         with tempfile.TemporaryDirectory(prefix="tserve-ds-") as scratch:
             if self.config["meta_init"]:
-                with deepspeed.OnDevice(dtype=dtype, device="meta"):
+                with meta_parameters():  # deepspeed.OnDevice breaks on torch >= 2.13
                     model = self.build_model(self.checkpoint_dir, dtype)
                 cfg["checkpoint"] = str(self.checkpoint_json(Path(scratch)))
             else:

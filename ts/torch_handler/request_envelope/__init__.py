@@ -1,0 +1,1 @@
+"""Request envelopes: reshape requests before the handler and results after it."""
