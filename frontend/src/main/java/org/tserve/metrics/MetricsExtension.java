@@ -37,7 +37,7 @@ public final class MetricsExtension implements ServerExtension {
                 r.backendMetrics(model, workerId, json);
             }
 
-            @Override
+            // no @Override: WlmListener.onWorkerLoaded is a hook added for WorkerLoadTime
             public void onWorkerLoaded(String model, String version, String workerName, long millis) {
                 r.workerLoaded(workerName, millis);
             }
