@@ -19,10 +19,7 @@ final class KServeV2 {
     private KServeV2() {
     }
 
-    /**
-     * Handles {@code seg} (starting with "v2") if it is one of these routes; infer and explain
-     * return the version named by {@code /versions/{v}} through {@code version[0]} and false.
-     */
+    /** Handles {@code seg} (starting with "v2") if it is one of these GET routes; false otherwise. */
     static boolean handle(Exchange ex, FullHttpRequest req, String[] seg, ModelManager models) throws HttpError {
         boolean get = req.method().equals(HttpMethod.GET);
         if (seg.length == 1 && get) {

@@ -1,0 +1,172 @@
+package org.tserve.http;
+
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertTrue;
+
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import java.io.File;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.HashMap;
+import java.util.List;
+import org.junit.After;
+import org.junit.Rule;
+import org.junit.Test;
+import org.junit.rules.TemporaryFolder;
+import org.tserve.auth.TokenAuthorization;
+import org.tserve.config.Arguments;
+import org.tserve.config.ConfigManager;
+import org.tserve.wlm.ModelManager;
+import org.tserve.wlm.WorkerEnvironment;
+
+/** Routing, error shapes and token checks of the REST connectors (no model needed). */
+public class RoutingTest {
+    @Rule
+    public TemporaryFolder tmp = new TemporaryFolder();
+    private HttpServer server;
+    private ModelManager models;
+    private int inf;
+    private int mgmt;
+    private TokenAuthorization tokens;
+    private final HttpClient client = HttpClient.newHttpClient();
+
+    private static int freePort() throws Exception {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+
+    private void start(String extra, boolean tokenAuth) throws Exception {
+        inf = freePort();
+        mgmt = freePort();
+        File f = tmp.newFile();
+        String props = "inference_address=http://127.0.0.1:" + inf + "\nmanagement_address=http://127.0.0.1:" + mgmt
+                + "\nenable_metrics_api=false\nmax_request_size=1000\nmodel_store=" + tmp.getRoot() + "\n"
+                + "disable_token_authorization=" + !tokenAuth + "\n" + extra;
+        Files.write(f.toPath(), props.getBytes(StandardCharsets.UTF_8));
+        ConfigManager cfg = new ConfigManager(Arguments.parse(new String[] {"-f", f.getPath()}), new HashMap<>());
+        tokens = new TokenAuthorization(cfg.isTokenAuthEnabled(), tmp.getRoot().toPath().resolve("key_file.json"), 60);
+        tokens.init();
+        WorkerEnvironment env = new WorkerEnvironment("python3", tmp.getRoot().toPath(), tmp.getRoot().getPath(), null,
+                true, false, "", true, "");
+        models = new ModelManager(cfg, env, tmp.getRoot().toPath());
+        server = new HttpServer(cfg, tokens, models, List.of());
+        server.start();
+    }
+
+    @After
+    public void stop() {
+        if (server != null) {
+            server.shutdown();
+        }
+        if (models != null) {
+            models.shutdown();
+        }
+    }
+
+    private HttpResponse<String> call(String method, int port, String path, String body, String... headers) throws Exception {
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+                .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
+        for (int i = 0; i < headers.length; i += 2) {
+            b.header(headers[i], headers[i + 1]);
+        }
+        return client.send(b.build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    private static JsonObject json(HttpResponse<String> r) {
+        return JsonParser.parseString(r.body()).getAsJsonObject();
+    }
+
+    private static void assertError(HttpResponse<String> r, int code, String type, String messagePart) {
+        assertEquals(r.body(), code, r.statusCode());
+        JsonObject o = json(r);
+        assertEquals(code, o.get("code").getAsInt());
+        assertEquals(type, o.get("type").getAsString());
+        assertTrue(o.get("message").getAsString(), o.get("message").getAsString().contains(messagePart));
+        assertEquals("keep-alive", r.headers().firstValue("connection").orElse(""));
+    }
+
+    @Test
+    public void pingAndErrorsHaveTorchServesShape() throws Exception {
+        start("", false);
+        HttpResponse<String> r = call("GET", inf, "/ping", null);
+        assertEquals(200, r.statusCode());
+        assertEquals("Healthy", json(r).get("status").getAsString());
+        assertError(call("POST", inf, "/predictions/nope", "x"), 404, "ModelNotFoundException", "Model not found: nope");
+        assertError(call("POST", inf, "/nothing/here", "x"), 404, "ResourceNotFoundException", "not found");
+        assertError(call("GET", mgmt, "/models/nope", null), 404, "ModelNotFoundException", "nope");
+        assertError(call("DELETE", mgmt, "/models/nope", null), 405, "MethodNotAllowedException", "enable_model_api");
+        assertError(call("POST", mgmt, "/models?url=x.mar", null), 405, "MethodNotAllowedException", "enable_model_api");
+        assertError(call("PUT", mgmt, "/models/nope?min_worker=x", null), 400, "BadRequestException", "min_worker");
+        assertError(call("PUT", mgmt, "/models/nope?min_worker=2&max_worker=1", null), 400, "BadRequestException", "max_worker");
+        // a model called "tokenizer" is a model, not the token API
+        assertError(call("GET", mgmt, "/models/tokenizer", null), 404, "ModelNotFoundException", "tokenizer");
+        HttpResponse<String> list = call("GET", mgmt, "/models", null);
+        assertEquals(200, list.statusCode());
+        assertEquals(0, json(list).getAsJsonArray("models").size());
+    }
+
+    @Test
+    public void oversizedRequestGets413WithJson() throws Exception {
+        start("", false);
+        HttpResponse<String> r = call("POST", inf, "/predictions/m", "x".repeat(5000));
+        assertEquals(413, r.statusCode());
+        assertEquals("RequestEntityTooLargeException", json(r).get("type").getAsString());
+        assertTrue(json(r).get("message").getAsString().contains("max_request_size"));
+    }
+
+    @Test
+    public void apiDescriptionIsOpenApi3PerConnector() throws Exception {
+        start("", false);
+        HttpResponse<String> r = call("OPTIONS", inf, "/", null);
+        assertEquals(200, r.statusCode());
+        JsonObject d = json(r);
+        assertTrue(d.get("openapi").getAsString().startsWith("3."));
+        assertTrue(d.getAsJsonObject("paths").has("/predictions/{model_name}"));
+        JsonObject m = json(call("GET", mgmt, "/api-description", null));
+        assertTrue(m.getAsJsonObject("paths").has("/models"));
+        assertTrue(!m.getAsJsonObject("paths").has("/ping"));
+    }
+
+    @Test
+    public void registerWithoutUrlIs400() throws Exception {
+        start("enable_model_api=true\n", false);
+        assertError(call("POST", mgmt, "/models", null), 400, "BadRequestException", "url");
+        assertError(call("POST", mgmt, "/models?url=missing.mar", null), 404, "ModelNotFoundException", "missing.mar");
+    }
+
+    @Test
+    public void tokensAreCheckedPerApiWith401() throws Exception {
+        start("", true);
+        JsonObject keys = JsonParser.parseString(new String(Files.readAllBytes(tokens.getFile()), StandardCharsets.UTF_8))
+                .getAsJsonObject();
+        String infKey = keys.getAsJsonObject("inference").get("key").getAsString();
+        String mgmtKey = keys.getAsJsonObject("management").get("key").getAsString();
+        String apiKey = keys.getAsJsonObject("API").get("key").getAsString();
+        assertEquals("rw-------", java.nio.file.attribute.PosixFilePermissions.toString(
+                Files.getPosixFilePermissions(tokens.getFile())));
+        assertError(call("GET", inf, "/ping", null), 401, "InvalidKeyException", "'inference' key");
+        assertError(call("GET", inf, "/ping", null, "Authorization", "Bearer " + mgmtKey), 401, "InvalidKeyException", "inference");
+        assertEquals(200, call("GET", inf, "/ping", null, "Authorization", "Bearer " + infKey).statusCode());
+        assertError(call("GET", mgmt, "/models", null), 401, "InvalidKeyException", "'management' key");
+        assertEquals(200, call("GET", mgmt, "/models", null, "Authorization", "Bearer " + mgmtKey).statusCode());
+        // the description needs no token
+        assertEquals(200, call("OPTIONS", inf, "/", null).statusCode());
+        // rotation needs the API key and changes the management key
+        assertError(call("POST", mgmt, "/token?type=management", null, "Authorization", "Bearer " + mgmtKey), 401,
+                "InvalidKeyException", "'API' key");
+        assertEquals(200, call("POST", mgmt, "/token?type=management", null, "Authorization", "Bearer " + apiKey).statusCode());
+        assertEquals(401, call("GET", mgmt, "/models", null, "Authorization", "Bearer " + mgmtKey).statusCode());
+        String rotated = JsonParser.parseString(new String(Files.readAllBytes(tokens.getFile()), StandardCharsets.UTF_8))
+                .getAsJsonObject().getAsJsonObject("management").get("key").getAsString();
+        assertEquals(200, call("GET", mgmt, "/models", null, "Authorization", "Bearer " + rotated).statusCode());
+        assertError(call("POST", mgmt, "/token?type=bogus", null, "Authorization", "Bearer " + apiKey), 400,
+                "BadRequestException", "management or inference");
+    }
+}
