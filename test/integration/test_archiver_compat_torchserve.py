@@ -17,6 +17,7 @@ import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,12 @@ MODELS = {
 }
 
 
+@dataclass(frozen=True)
+class Urls:
+    inference: str
+    management: str
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     # No PYTHONPATH: tserve's own `ts` package must not shadow TorchServe's.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TS_CONFIG_FILE")}
@@ -96,7 +103,7 @@ def install_torchserve(venv: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def torchserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Server]:
+def torchserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Urls]:
     exe = install_torchserve(VENV)
     root = tmp_path_factory.mktemp("torchserve012")
     src, store, tmp = root / "src", root / "store", root / "tmp"
@@ -129,12 +136,9 @@ def torchserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Ser
             raise RuntimeError(f"TorchServe exited ({proc.returncode}):\n{out_path.read_text()[-3000:]}")
         return "Model server started." in out_path.read_text(errors="replace")
 
-    server = harness.Server(store)  # only for its URL helpers; never started
-    server.inference_port = int(config["inference_address"].rsplit(":", 1)[1])
-    server.management_port = int(config["management_address"].rsplit(":", 1)[1])
     try:
         harness.wait_for(ready, 120, interval=0.2, what="TorchServe 0.12 to start")
-        yield server
+        yield Urls(config["inference_address"], config["management_address"])
     finally:
         subprocess.run([str(exe), "--stop"], cwd=root, env=env, capture_output=True, timeout=60)
         try:
@@ -149,14 +153,14 @@ def torchserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Ser
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_tserve_archive_served_by_torchserve_012(torchserve: harness.Server, name: str) -> None:
+def test_tserve_archive_served_by_torchserve_012(torchserve: Urls, name: str) -> None:
     url = MODELS[name][2]
-    registered = requests.post(f"{torchserve.management_url}/models",
+    registered = requests.post(f"{torchserve.management}/models",
                                params={"url": url, "initial_workers": 1, "synchronous": "true"}, timeout=180)
     assert registered.status_code == 200, registered.text
-    answer = requests.post(f"{torchserve.inference_url}/predictions/{name}", data=b"world",
+    answer = requests.post(f"{torchserve.inference}/predictions/{name}", data=b"world",
                            headers={"Content-Type": "application/octet-stream"}, timeout=60)
     assert answer.status_code == 200, answer.text
     assert answer.text == "hello world weights=4321 batch=1"
-    described = requests.get(f"{torchserve.management_url}/models/{name}", timeout=30).json()
+    described = requests.get(f"{torchserve.management}/models/{name}", timeout=30).json()
     assert (described[0]["modelName"], described[0]["modelVersion"]) == (name, "2.0")
