@@ -19,13 +19,13 @@ import org.tserve.wlm.WlmListener;
 
 /**
  * Plugs metrics into the server: installs the {@link MetricsRegistry} (metrics.yaml, metrics_mode,
- * log files in LOG_LOCATION), listens to the workload manager (job latencies, worker loads,
+ * log files in METRICS_LOCATION or LOG_LOCATION), listens to the workload manager (job latencies, worker loads,
  * METRICS frames) and serves {@code GET /metrics[?name[]=..]} on the metrics connector.
  */
 public final class MetricsExtension implements ServerExtension {
     @Override
     public void start(ServerContext ctx) {
-        MetricsRegistry r = MetricsSetup.start(ctx.config(), Logging.logDir());
+        MetricsRegistry r = MetricsSetup.start(ctx.config(), metricsDir());
         ctx.modelManager().addListener(new WlmListener() {
             @Override
             public void onJobDone(String model, String version, int status, long queueNanos, long backendNanos) {
@@ -42,6 +42,12 @@ public final class MetricsExtension implements ServerExtension {
                 r.workerLoaded(workerName, millis);
             }
         });
+    }
+
+    /** Where ts_metrics.log and model_metrics.log go: METRICS_LOCATION (as TorchServe), else the log directory. */
+    static java.io.File metricsDir() {
+        String loc = System.getenv("METRICS_LOCATION");
+        return loc == null || loc.isEmpty() ? Logging.logDir() : new java.io.File(loc).getAbsoluteFile();
     }
 
     @Override

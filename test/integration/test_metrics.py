@@ -1,0 +1,189 @@
+"""Metrics API and metric logs end to end against the real server.
+
+Prometheus mode: the frontend counters move with REST and gRPC requests, histograms have
+buckets, a handler-defined metric appears with its dimensions, `name[]` filters. Log mode:
+TorchServe's metric log lines in ts_metrics.log / model_metrics.log, system metrics every
+`metric_time_interval`. A bad `metrics_config` stops startup with a clear message.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+import harness
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+HANDLER = textwrap.dedent('''
+    """Echo handler that records a counter and a histogram through context.metrics."""
+    from ts.metrics.dimension import Dimension
+    from ts.metrics.metric_type_enum import MetricTypes
+
+
+    def handle(data, context):
+        if data is None:
+            return None
+        out = []
+        for idx, row in enumerate(data):
+            body = row.get("data") or row.get("body") or b""
+            if isinstance(body, str):
+                body = body.encode()
+            context.metrics.add_counter("InferenceCount", 1, idx, [Dimension("Kind", "echo")])
+            size = context.metrics.get_metric("PayloadSize", MetricTypes.HISTOGRAM)
+            size.add_or_update(len(body), [context.model_name, "echo"], context.get_request_id(idx))
+            out.append(body)
+        return out
+''')
+
+
+def metrics_yaml(path: Path) -> Path:
+    """The default metrics.yaml plus the handler's two metrics."""
+    cfg = yaml.safe_load((REPO / "ts" / "configs" / "metrics.yaml").read_text())
+    cfg["model_metrics"]["counter"] = [
+        {"name": "InferenceCount", "unit": "Count", "dimensions": ["Kind", "ModelName", "Level"]}]
+    cfg["model_metrics"]["histogram"] = [
+        {"name": "PayloadSize", "unit": "B", "dimensions": ["ModelName", "Kind"], "buckets": [4, 16, 64]}]
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("metrics")
+    handler = root / "echo_metrics.py"
+    handler.write_text(HANDLER)
+    store = root / "store"
+    harness.build_mar(store, "echo", handler)
+    return store, metrics_yaml(root / "metrics.yaml")
+
+
+def scrape(server: harness.Server, *names: str) -> dict[str, dict]:
+    """family name -> {"type", "samples": [(name, labels, value)]}; also checks the content type."""
+    r = requests.get(f"{server.metrics_url}/metrics", params=[("name[]", n) for n in names], timeout=30)
+    assert r.status_code == 200
+    assert r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    return {f.name: {"type": f.type, "samples": [(s.name, s.labels, s.value) for s in f.samples]}
+            for f in text_string_to_metric_families(r.text)}
+
+
+def value(fams: dict, family: str, sample: str | None = None, **labels: str) -> float:
+    total = 0.0
+    for name, lbls, v in fams.get(family, {"samples": []})["samples"]:
+        if (sample is None or name == sample) and all(lbls.get(k) == want for k, want in labels.items()):
+            total += v
+    return total
+
+
+@pytest.fixture(scope="module")
+def prom(setup):
+    store, cfg = setup
+    config = {"metrics_mode": "prometheus", "metrics_config": str(cfg), "load_models": "echo.mar"}
+    with harness.Server(store, config=config) as s:
+        yield s
+
+
+def test_frontend_counters_move_with_requests(prom) -> None:
+    before = scrape(prom)
+    for i in range(3):
+        assert prom.predict("echo", data=f"rest{i}").status_code == 200
+    assert requests.post(f"{prom.inference_url}/predictions/nosuch", data=b"x", timeout=30).status_code == 404
+    harness.wait_for(
+        lambda: value(scrape(prom), "ts_inference_latency_microseconds", model_name="echo")
+        > value(before, "ts_inference_latency_microseconds", model_name="echo"), 10, what="latency counter")
+    after = scrape(prom)
+    req = "ts_inference_requests"   # the parser drops a counter family's _total suffix
+    assert after[req]["type"] == "counter"
+    assert value(after, req, model_name="echo", model_version="default") - \
+        value(before, req, model_name="echo", model_version="default") == 3
+    assert value(after, req, model_name="nosuch") - value(before, req, model_name="nosuch") == 1
+    assert value(after, "Requests2XX", Level="Host") - value(before, "Requests2XX", Level="Host") >= 3
+    assert value(after, "Requests4XX", Level="Host") - value(before, "Requests4XX", Level="Host") >= 1
+    assert value(after, "ts_queue_latency_microseconds", model_name="echo") > 0
+    labels = next(lb for n, lb, _ in after[req]["samples"] if lb.get("model_name") == "echo")
+    assert set(labels) == {"model_name", "model_version", "hostname"}
+    assert after["QueueTime"]["type"] == "gauge"
+    assert value(after, "QueueTime", Level="Host") >= 0
+
+
+def test_worker_load_time_names_the_worker(prom) -> None:
+    fams = scrape(prom, "WorkerLoadTime")
+    assert list(fams) == ["WorkerLoadTime"]
+    (_, labels, ms), = fams["WorkerLoadTime"]["samples"]
+    assert re.fullmatch(r"W-\d+-echo_1\.0", labels["WorkerName"])
+    assert labels["Level"] == "Host" and ms > 0
+
+
+def test_handler_metrics_appear_with_their_dimensions(prom) -> None:
+    before = value(scrape(prom), "InferenceCount", Kind="echo", ModelName="echo", Level="Model")
+    for payload in ("ab", "0123456789", "x" * 40):
+        assert prom.predict("echo", data=payload).status_code == 200
+
+    def counted() -> dict | None:
+        fams = scrape(prom, "InferenceCount", "PayloadSize")
+        return fams if value(fams, "InferenceCount", Kind="echo", ModelName="echo", Level="Model") >= before + 3 else None
+
+    fams = harness.wait_for(counted, 10, what="handler counter")
+    assert fams["InferenceCount"]["type"] == "counter"
+    (_, labels, _), = fams["InferenceCount"]["samples"]
+    assert set(labels) == {"Kind", "ModelName", "Level", "Hostname"}
+    hist = fams["PayloadSize"]
+    assert hist["type"] == "histogram"
+    buckets = {lb["le"]: v for n, lb, v in hist["samples"] if n == "PayloadSize_bucket" and lb["Kind"] == "echo"}
+    assert set(buckets) == {"4.0", "16.0", "64.0", "+Inf"}
+    count = value(fams, "PayloadSize", "PayloadSize_count", Kind="echo")
+    assert buckets["+Inf"] == count >= 3
+    assert buckets["4.0"] <= buckets["16.0"] <= buckets["64.0"] <= buckets["+Inf"]
+    assert buckets["64.0"] - buckets["16.0"] >= 1       # the 40-byte payload
+    assert value(fams, "PayloadSize", "PayloadSize_sum", Kind="echo") >= 2 + 10 + 40
+
+
+def test_name_filter(prom) -> None:
+    fams = scrape(prom, "ts_inference_requests_total", "Requests2XX")
+    assert set(fams) == {"ts_inference_requests", "Requests2XX"}
+
+
+def test_log_mode_writes_torchserve_metric_lines(setup) -> None:
+    store, cfg = setup
+    config = {"metrics_mode": "log", "metrics_config": str(cfg), "load_models": "echo.mar", "metric_time_interval": 1}
+    with harness.Server(store, config=config) as s:
+        assert s.predict("echo", data="hello").status_code == 200
+        r = requests.get(f"{s.metrics_url}/metrics", timeout=30)
+        assert r.status_code == 200 and r.text == ""
+
+        def lines(name: str, pattern: str) -> list[str]:
+            return [ln for ln in s.logs(name).splitlines() if re.search(pattern, ln)]
+
+        host = r"\|#hostname:[^,|]+,timestamp:\d+$"
+        assert harness.wait_for(lambda: lines("ts_metrics.log", r" - Requests2XX\.Count:1\.0\|#Level:Host" + host),
+                                10, what="Requests2XX line")
+        assert harness.wait_for(lambda: lines(
+            "ts_metrics.log", r" - ts_inference_requests_total\.Count:1\.0\|#model_name:echo,model_version:default" + host),
+            10, what="requests_total line")
+        assert harness.wait_for(lambda: lines(
+            "ts_metrics.log", r" - WorkerLoadTime\.Milliseconds:\d+\.\d+\|#WorkerName:W-\d+-echo_1\.0,Level:Host" + host),
+            10, what="WorkerLoadTime line")
+        assert harness.wait_for(lambda: lines(
+            "model_metrics.log",
+            r" - InferenceCount\.Count:1(\.0)?\|#Kind:echo,ModelName:echo,Level:Model\|#hostname:[^,|]+,requestID:[^,]+,timestamp:\d+$"),
+            10, what="handler metric line")
+        for metric, unit in [("CPUUtilization", "Percent"), ("MemoryUsed", "Megabytes"), ("MemoryUtilization", "Percent"),
+                             ("DiskAvailable", "Gigabytes"), ("DiskUtilization", "Percent")]:
+            pattern = rf" - {metric}\.{unit}:\d+(\.\d+)?\|#Level:Host" + host
+            assert harness.wait_for(lambda p=pattern: lines("ts_metrics.log", p), 15, what=f"{metric} line")
+
+
+def test_missing_metrics_config_stops_startup(setup, tmp_path: Path) -> None:
+    store, _ = setup
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(RuntimeError) as info:
+        harness.Server(store, config={"metrics_config": str(missing)}, start_timeout=60).start()
+    assert str(missing) in str(info.value) and "metrics_config" in str(info.value)
