@@ -183,6 +183,9 @@ class Worker:
         if self.pipeline is not None:
             out["inFlight"] = self.pipeline.in_flight
             out["stages"] = self.pipeline.stats.snapshot()
+            pool = getattr(self.pipeline, "pool", None)
+            if pool is not None:
+                out["poolPids"] = pool.pids()
         return out
 
     # ------------------------------------------------------------------ main loop

@@ -1,0 +1,5 @@
+"""Module-level handler (refused with preprocessWorkers > 0)."""
+
+
+def handle(data, context):
+    return data

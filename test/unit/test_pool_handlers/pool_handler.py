@@ -1,0 +1,46 @@
+"""Pool test handler: preprocess behaviour chosen by the first request's "op"."""
+
+import os
+import signal
+import time
+
+import torch
+
+from ts.torch_handler.base_handler import BaseHandler
+
+
+class PoolHandler(BaseHandler):
+    def initialize(self, context):
+        self.setup_common(context)
+        torch.manual_seed(0)
+        self.model = torch.nn.Linear(4, 2).eval()
+        self.scale = 2.0
+        self.initialized = True
+
+    def initialize_preprocess(self, context):
+        self.scale = 2.0
+
+    def preprocess(self, data):
+        first = data[0].get("body")
+        op = first.get("op") if isinstance(first, dict) else None
+        if op == "raise":
+            raise ValueError("cannot parse row 0: expected 4 numbers")
+        if op == "sleep":
+            time.sleep(first["s"])
+        if op == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if op == "status":
+            self.context.set_response_status(202, "accepted in pool", 0)
+        if op == "metric":
+            self.context.metrics.add_counter("PoolRows", len(data))
+        x = torch.tensor([row["body"]["x"] for row in data], dtype=torch.float32) * self.scale
+        return {"x": x, "pid": os.getpid()}
+
+    def inference(self, pre):
+        with torch.inference_mode():
+            y = self.model(pre["x"])
+        return {"y": y, "pre_pid": pre["pid"], "shared": pre["x"].is_shared()}
+
+    def postprocess(self, out):
+        return [{"y": [round(v, 6) for v in row], "pre_pid": out["pre_pid"], "post_pid": os.getpid(),
+                 "shared": out["shared"]} for row in out["y"].tolist()]
