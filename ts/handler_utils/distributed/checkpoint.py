@@ -7,10 +7,11 @@ files or ``torch.save`` state-dict shards, with or without a Hugging Face index 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,3 +173,24 @@ def accelerate_checkpoint_path(checkpoint: Checkpoint, scratch: Path) -> Path:
     index = scratch / f"model{suffix}"
     index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     return index
+
+
+@contextlib.contextmanager
+def meta_parameters() -> Iterator[None]:
+    """Create parameters on the meta device; buffers stay real.
+
+    Like ``accelerate.init_empty_weights``: non-persistent buffers (rotary frequencies) are
+    computed in ``__init__`` and are not in checkpoints, so they must not become meta.
+    """
+    register = nn.Module.register_parameter
+
+    def register_on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        register(module, name, param)
+        if param is not None and not param.is_meta:
+            module._parameters[name] = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+
+    nn.Module.register_parameter = register_on_meta  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = register  # type: ignore[method-assign]
