@@ -111,7 +111,8 @@ def test_frontend_counters_move_with_requests(prom) -> None:
     labels = next(lb for n, lb, _ in after[req]["samples"] if lb.get("model_name") == "echo")
     assert set(labels) == {"model_name", "model_version", "hostname"}
     assert after["QueueTime"]["type"] == "gauge"
-    assert value(after, "QueueTime", Level="Host") >= 0
+    assert [lb for _, lb, _ in after["QueueTime"]["samples"]] == [{"Level": "Host", "Hostname": labels["hostname"]}]
+    assert [lb for _, lb, _ in after["WorkerThreadTime"]["samples"]] == [{"Level": "Host", "Hostname": labels["hostname"]}]
 
 
 def test_worker_load_time_names_the_worker(prom) -> None:

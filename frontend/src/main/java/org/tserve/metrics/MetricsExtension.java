@@ -37,7 +37,12 @@ public final class MetricsExtension implements ServerExtension {
                 r.backendMetrics(model, workerId, json);
             }
 
-            // no @Override: WlmListener.onWorkerLoaded is a hook added for WorkerLoadTime
+            @Override
+            public void onWorkerThreadTime(String model, String version, String workerName, long nanos) {
+                r.workerThreadTime(nanos / 1_000_000.0);
+            }
+
+            @Override
             public void onWorkerLoaded(String model, String version, String workerName, long millis) {
                 r.workerLoaded(workerName, millis);
             }

@@ -128,7 +128,7 @@ public final class MetricsRegistry {
     }
 
     /** Time a worker thread spent on a batch outside the backend, in milliseconds. */
-    public void workerThreadTime(long millis) {
+    public void workerThreadTime(double millis) {
         emitFrontend("WorkerThreadTime", millis, hostContext());
     }
 
