@@ -2,7 +2,7 @@
 
 The other direction of test_archiver_compat.py: archives built by tserve's archiver, in every
 format and handler spelling, are registered with TorchServe 0.12's own server and must answer.
-TorchServe is installed without dependencies into a venv cached under ``.bench/torchserve-0.12/``
+TorchServe is installed without dependencies into a venv cached under ``.bench/archiver-compat-torchserve-0.12/``
 (override with ``TSERVE_TORCHSERVE_012_VENV``); a ``.pth`` file lends it this venv's packages
 (torch, PyYAML, psutil, Pillow), so pip never downloads torch.
 """
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 ARCHIVER_ROOT = Path(model_archiver.__file__).resolve().parents[1]
 VERSION = "0.12.0"
-VENV = Path(os.environ.get("TSERVE_TORCHSERVE_012_VENV", REPO / ".bench" / "torchserve-0.12"))
+VENV = Path(os.environ.get("TSERVE_TORCHSERVE_012_VENV", REPO / ".bench" / "archiver-compat-torchserve-0.12"))
 
 HANDLER = '''\
 import os
