@@ -48,6 +48,7 @@ def handle(data: list[dict[str, Any]] | None, context: Context) -> list[Any]:
             "types": {k: type(v).__name__ for k, v in row.items()},
             "batch": len(data),
             "pid": os.getpid(),
+            "version": ((context.manifest or {}).get("model") or {}).get("modelVersion"),
             "url_path": context.get_request_header(idx, "url_path"),
             "explain": context.get_request_header(idx, "explain"),
             "x_custom": context.get_request_header(idx, "x-custom"),

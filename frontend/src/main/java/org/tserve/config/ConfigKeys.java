@@ -48,6 +48,8 @@ public final class ConfigKeys {
         k("grpc_inference_max_connection_age_grace_ms", Type.LONG, String.valueOf(Long.MAX_VALUE));
         k("grpc_management_max_connection_age_grace_ms", Type.LONG, String.valueOf(Long.MAX_VALUE));
         k("enable_grpc_ssl", Type.BOOL, "false");
+        k("private_key_file", Type.STRING, null);    // PEM key for gRPC TLS (enable_grpc_ssl)
+        k("certificate_file", Type.STRING, null);    // PEM certificate for gRPC TLS
         k("model_store", Type.STRING, null);
         k("load_models", Type.STRING, null);
         k("models", Type.STRING, null);
@@ -94,8 +96,6 @@ public final class ConfigKeys {
         ignored("keystore", Type.STRING, null);
         ignored("keystore_pass", Type.STRING, null);
         ignored("keystore_type", Type.STRING, null);
-        ignored("private_key_file", Type.STRING, null);
-        ignored("certificate_file", Type.STRING, null);
         ignored("async_logging", Type.BOOL, "false");
         ignored("prefer_direct_buffer", Type.BOOL, "false");
         ignored("use_native_io", Type.BOOL, "true");

@@ -119,7 +119,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
 
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-        LOG.fine("connection error: " + cause);
+        LOG.warning("connection from " + ctx.channel().remoteAddress() + " closed after an error: " + cause);
         ctx.close();
     }
 }

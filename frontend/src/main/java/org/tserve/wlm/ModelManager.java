@@ -553,6 +553,16 @@ public final class ModelManager {
         }
     }
 
+    void workerThreadTime(Model m, String workerName, long nanos) {
+        for (WlmListener l : listeners) {
+            try {
+                l.onWorkerThreadTime(m.name, m.version, workerName, nanos);
+            } catch (RuntimeException e) {
+                LOG.warning("listener failed: " + e);
+            }
+        }
+    }
+
     void workerLoaded(Model m, String workerName, long millis) {
         for (WlmListener l : listeners) {
             try {

@@ -15,6 +15,10 @@ public interface WlmListener {
     default void onHandlerMetrics(String model, String version, String workerId, String json) {
     }
 
+    /** A batch cost its worker thread {@code nanos} outside the backend (encode and write, decode and answer). */
+    default void onWorkerThreadTime(String model, String version, String workerName, long nanos) {
+    }
+
     /** A worker ({@code W-<port>-<model>_<version>}) loaded its model, {@code millis} after its process started. */
     default void onWorkerLoaded(String model, String version, String workerName, long millis) {
     }

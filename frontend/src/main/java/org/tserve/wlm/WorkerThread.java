@@ -63,6 +63,8 @@ final class WorkerThread {
         final List<Job> jobs;
         final Map<String, Job> byId = new HashMap<>();
         volatile ScheduledFuture<?> timeout;
+        /** Time this thread spent encoding and writing the batch (WorkerThreadTime metric). */
+        volatile long frontendNanos;
 
         Batch(long id, List<Job> jobs) {
             this.id = id;
@@ -397,7 +399,9 @@ final class WorkerThread {
             int timeoutSec = s.responseTimeout;
             b.timeout = manager.scheduler().schedule(() -> onTimeout(c, b, timeoutSec), timeoutSec, TimeUnit.SECONDS);
             try {
+                long t0 = System.nanoTime();
                 c.write(FrameType.INFERENCE, id, Codec.encodeBatch(reqs));
+                b.frontendNanos = System.nanoTime() - t0;
             } catch (IOException e) {
                 c.die("write to worker failed: " + e.getMessage());
             }
@@ -519,6 +523,7 @@ final class WorkerThread {
             for (Job j : b.jobs) {
                 j.fail(500, "The worker's answer had no response for request " + j.getId());
             }
+            manager.workerThreadTime(model, name, b.frontendNanos + System.nanoTime() - now);
         } finally {
             c.permits.release();
         }
