@@ -119,6 +119,10 @@ class BaseAccelerateHandler(BaseDistributedHandler):
                     "submodules of the model (use names from model.named_modules())")
         max_memory = {_device_key(k): v for k, v in cfg["max_memory"].items()} if "max_memory" in cfg else None
         offload = self._folder(cfg["offload_folder"]) if "offload_folder" in cfg else None
+        if offload is None and isinstance(device_map, dict) and "disk" in device_map.values():
+            raise ModelConfigError(
+                "model-config.yaml: 'accelerate.device_map' offloads to disk; set "
+                "'accelerate.offload_folder' (a folder, absolute or relative to the model dir)")
         if offload is not None:
             offload.mkdir(parents=True, exist_ok=True)
         self._scratch = tempfile.TemporaryDirectory(prefix="tserve-accelerate-")
@@ -133,9 +137,6 @@ class BaseAccelerateHandler(BaseDistributedHandler):
             dtype=dtype,
         ).eval()
         placement = getattr(self.model, "hf_device_map", {})
-        if "disk" in placement.values() and offload is None:
-            raise ModelConfigError("model-config.yaml: the device map offloads to disk; set "
-                                   "'accelerate.offload_folder'")
         self.runner = LogitsOnly(self.model)
         logger.info("model %s: Accelerate placed the model as %s", context.model_name, placement)
 
