@@ -323,3 +323,27 @@ def test_token_auth_and_model_api_switch(store: Path, stubs) -> None:
             expect_error(grpc.StatusCode.PERMISSION_DENIED,
                          lambda: mgmt.UnregisterModel(m.UnregisterModelRequest(model_name="multi"), timeout=DEADLINE,
                                                       metadata=good_mgmt), "enable_model_api")
+
+
+def test_tls_when_a_certificate_is_configured(store: Path, stubs, tmp_path: Path) -> None:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    config = {"enable_grpc_ssl": "true", "certificate_file": str(cert), "private_key_file": str(key)}
+    with harness.Server(store, config=config) as s:
+        creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        with grpc.secure_channel(f"127.0.0.1:{s.grpc_inference_port}", creds,
+                                 options=[("grpc.ssl_target_name_override", "localhost")]) as ch:
+            stub = stubs.inference_pb2_grpc.InferenceAPIsServiceStub(ch)
+            assert "Healthy" in stub.Ping(stubs.empty(), timeout=DEADLINE).health
+        with channel(s.grpc_inference_port) as plain:
+            stub = stubs.inference_pb2_grpc.InferenceAPIsServiceStub(plain)
+            expect_error(grpc.StatusCode.UNAVAILABLE, lambda: stub.Ping(stubs.empty(), timeout=10))
+        assert "has no effect" not in s.output()
+
+
+def test_tls_without_a_certificate_stops_startup(store: Path, tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError) as info:
+        harness.Server(store, config={"enable_grpc_ssl": "true"}, start_timeout=60).start()
+    assert "certificate_file" in str(info.value)

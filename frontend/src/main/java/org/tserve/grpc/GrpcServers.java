@@ -7,6 +7,7 @@ import io.grpc.netty.NettyServerBuilder;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.nio.NioEventLoopGroup;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.handler.ssl.SslContext;
 import java.io.File;
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -91,8 +92,15 @@ public final class GrpcServers {
             b.maxConnectionAgeGrace(grace, TimeUnit.MILLISECONDS);
         }
         if (cfg.getBool("enable_grpc_ssl")) {
-            b.sslContext(GrpcSslContexts.forServer(pemFile(cfg, "certificate_file"), pemFile(cfg, "private_key_file"))
-                .build());
+            File cert = pemFile(cfg, "certificate_file");
+            File key = pemFile(cfg, "private_key_file");
+            SslContext ssl;
+            try {
+                ssl = GrpcSslContexts.forServer(cert, key).build();
+            } catch (UnsupportedOperationException | IllegalArgumentException e) {
+                ssl = JdkAlpn.serverContext(cert, key);   // Netty without ALPN support (Debian's 4.1.48)
+            }
+            b.sslContext(ssl);
         }
         return b;
     }
