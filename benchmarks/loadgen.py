@@ -9,6 +9,7 @@ are opened (and warmed) before the clock starts.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -164,6 +165,90 @@ async def run_load(
             writer.close()
 
 
+def _read_response_sync(f) -> int:  # noqa: ANN001 (a socket's buffered reader)
+    """Blocking twin of :func:`read_response` (status only; the body is read and dropped)."""
+    line = f.readline()
+    if not line:
+        raise ConnectionError("server closed the connection")
+    parts = line.split(b" ", 2)
+    if len(parts) < 2 or not parts[1].isdigit():
+        raise ValueError(f"bad status line {line!r}")
+    length, chunked = -1, False
+    while True:
+        h = f.readline()
+        if h in (b"\r\n", b""):
+            break
+        name, _, value = h.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            length = int(value)
+        elif name == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+    if chunked:
+        while True:
+            size = int(f.readline().split(b";")[0].strip(), 16)
+            f.read(size + 2)
+            if size == 0:
+                break
+    elif length > 0:
+        f.read(length)
+    elif length < 0:
+        raise ValueError("response has neither Content-Length nor chunked encoding")
+    return int(parts[1])
+
+
+def run_load_sync(port: int, path: str, body: bytes = b"x",
+                  content_type: str = "application/octet-stream", duration_s: float = 5.0,
+                  max_requests: int = 1_000_000, warmup: int = 2, host: str = "127.0.0.1",
+                  timeout_s: float = 30.0) -> LoadResult:
+    """One connection, blocking socket: at c=1 an event loop would only add its own latency."""
+    if host not in LOOPBACK:
+        raise LoadError(f"refusing to load-test {host}: only 127.0.0.1 is allowed")
+    req = build_request(host, port, path, body, content_type)
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+    except OSError as exc:
+        raise LoadError(f"cannot connect to {host}:{port}: {exc}") from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f = sock.makefile("rb")
+    try:
+        for _ in range(warmup):
+            try:
+                sock.sendall(req)
+                status = _read_response_sync(f)
+            except (OSError, ValueError) as exc:
+                raise LoadError(f"warm-up request to {path} failed: {exc!r}") from None
+            if not 200 <= status < 300:
+                raise LoadError(f"warm-up request to {path} answered HTTP {status}")
+        latencies: list[float] = []
+        errors, first_error, issued = 0, "", 0
+        start = time.perf_counter()
+        deadline = start + duration_s
+        while issued < max_requests and time.perf_counter() < deadline:
+            issued += 1
+            t0 = time.perf_counter()
+            try:
+                sock.sendall(req)
+                status = _read_response_sync(f)
+            except (OSError, ValueError) as exc:
+                errors += 1
+                first_error = first_error or f"{type(exc).__name__}: {exc}"
+                break
+            if 200 <= status < 300:
+                latencies.append((time.perf_counter() - t0) * 1000.0)
+            else:
+                errors += 1
+                first_error = first_error or f"HTTP {status}"
+        return LoadResult(len(latencies), errors, time.perf_counter() - start, latencies,
+                          first_error)
+    finally:
+        f.close()
+        sock.close()
+
+
 def load(port: int, path: str, **kwargs: object) -> LoadResult:
-    """Synchronous wrapper around :func:`run_load`."""
+    """Run a closed loop: blocking client at concurrency 1, asyncio above."""
+    if kwargs.get("concurrency", 1) == 1:
+        kwargs.pop("concurrency", None)
+        return run_load_sync(port, path, **kwargs)  # type: ignore[arg-type]
     return asyncio.run(run_load(port, path, **kwargs))  # type: ignore[arg-type]

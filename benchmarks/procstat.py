@@ -93,8 +93,29 @@ def split_rss(root: int) -> dict[str, float]:
     }
 
 
+def jit_cpu_s(pid: int) -> float:
+    """CPU seconds of a JVM's JIT compiler threads ("C1/C2 CompilerThread")."""
+    total = 0.0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                raw = fh.read().decode("latin-1")
+        except OSError:
+            continue
+        if "CompilerThre" in raw[raw.index("(") : raw.rindex(")")]:
+            fields = raw[raw.rindex(")") + 2 :].split()
+            total += (int(fields[11]) + int(fields[12])) / _TICK
+    return total
+
+
 def split_cpu(root: int) -> dict[str, float]:
-    """CPU seconds of the frontend JVM and of all other processes of the tree."""
+    """CPU seconds of the frontend JVM (and of its JIT threads alone) and of everything else."""
     tree = process_tree(root)
-    fe = sum(p.cpu_s for p in tree if is_frontend(p))
-    return {"frontend_s": fe, "other_s": sum(p.cpu_s for p in tree) - fe}
+    java = [p for p in tree if is_frontend(p)]
+    fe = sum(p.cpu_s for p in java)
+    return {"frontend_s": fe, "jit_s": sum(jit_cpu_s(p.pid) for p in java),
+            "other_s": sum(p.cpu_s for p in tree) - fe}

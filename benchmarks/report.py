@@ -105,7 +105,8 @@ def _error_rows(srv: dict[str, Any]) -> list[str]:
             for cell in (res.get(group) or {}).values():
                 total += int(cell.get("errors", 0))
         if res.get("error"):
-            out.append(f"| {name} FAILED | {res['error'][:200]} | | | | | | |")
+            msg = " ".join(res["error"].split())[:300].replace("|", "/")
+            out.append(f"| {name} FAILED | {msg} | | | | | | |")
         elif total:
             out.append(f"| {name}: failed requests (all cells) | {total} | | | | | | |")
     return out

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"machine": machine(), "settings": vars(st), "servers": {},
                                "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]])}
     t0 = time.monotonic()
-    out_dir = Path(args.out)
+    out_dir = Path(args.out).resolve()
     print("Building archives (tserve: project archiver; TorchServe: torch-model-archiver "
           "0.12.0)", flush=True)
     ts_store, peer_store = build_stores(out_dir / "work", st.pipeline_ms)
