@@ -164,6 +164,11 @@ def resolve_handler(handler: str, model_dir: str) -> HandlerSpec:
     if function_name:
         raise LoadError(f"handler {handler!r}: module {module_name} has no function {function_name!r}")
     classes = list_classes_from_module(module)
+    if len(classes) > 1:
+        # TorchServe insists on exactly one class; helper classes beside the handler are
+        # allowed here when exactly one class has a handle() method.
+        with_handle = [c for c in classes if callable(getattr(c, "handle", None))]
+        classes = with_handle if len(with_handle) == 1 else classes
     if len(classes) != 1:
         raise LoadError(
             f"handler {handler!r}: expected a module-level handle(data, context) function or "

@@ -267,3 +267,19 @@ def test_handler_import_error_is_not_hidden_by_builtin_fallback(tmp_path):
     d = write_model_dir(tmp_path / "imp", {"handler": "custom_imp.py"}, {"custom_imp.py": "import not_a_real_dependency_xyz\n"})
     with pytest.raises(ModuleNotFoundError, match="not_a_real_dependency_xyz"):
         load(d)
+
+
+def test_helper_classes_beside_the_handler_class_are_allowed(tmp_path):
+    src = textwrap.dedent("""
+        class Helper:
+            pass
+
+        class H:
+            def initialize(self, c):
+                pass
+
+            def handle(self, d, c):
+                return ["ok"] * len(d)
+    """)
+    d = write_model_dir(tmp_path / "helper", {"handler": "custom_helper.py"}, {"custom_helper.py": src})
+    assert load(d).predict([Request("a", [], [])])[0].body == b"ok"

@@ -1,0 +1,88 @@
+"""Throughput of the image example with and without the preprocess pool (no Java frontend).
+
+Drives ``python -m ts.model_service_worker`` directly with the protocol client, keeping
+``preprocessWorkers + 1`` batches in flight as the frontend does, and prints images/s for each
+setting, their ratio to the no-pool run, and the inference stage's idle fraction (from PONG).
+
+    python examples/pipeline/bench_pool.py [--workers 0,1,2] [--batches 24] [--batch-size 8] [--blur-passes 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "image"))
+
+from build_mar import build  # noqa: E402
+
+from ts.protocol import codec  # noqa: E402
+from ts.protocol.client import WorkerProcess  # noqa: E402
+from ts.protocol.codec import FrameType, Part, Request  # noqa: E402
+
+
+def jpeg(seed: int, size: tuple[int, int] = (320, 240)) -> bytes:
+    rng = np.random.default_rng(seed)
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)).save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def run(model_dir: Path, workers: int, batches: int, batch_size: int) -> tuple[float, dict]:
+    images = [jpeg(i) for i in range(batch_size)]
+    with WorkerProcess() as w:
+        loaded = w.load({"modelName": "pipeline_image", "modelPath": str(model_dir), "batchSize": batch_size,
+                         "preprocessWorkers": workers})
+        if loaded["status"] != 200:
+            raise SystemExit(f"load failed: {loaded['message']}")
+        window = workers + 1
+        sent = done = 0
+        start = time.monotonic()
+        while done < batches:
+            while sent < batches and sent - done < window:
+                sent += 1
+                w.send_batch(sent, [Request(f"{sent}-{i}", [], [Part("body", "image/jpeg", img)])
+                                    for i, img in enumerate(images)])
+            frame = w.recv_until(FrameType.RESULT, timeout=300)
+            assert all(r.status == 200 for r in codec.decode_responses(frame.body))
+            done += 1
+        elapsed = time.monotonic() - start
+        w.send(codec.encode_frame(FrameType.PING, 999999))
+        stages = codec.decode_json_body(w.recv_until(FrameType.PONG, 999999).body)["stages"]
+    return batches * batch_size / elapsed, stages
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workers", default="0,1,2")
+    p.add_argument("--batches", type=int, default=24)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--blur-passes", type=int, default=2)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        mar = build(Path(tmp), blur_passes=args.blur_passes)
+        model_dir = Path(tmp) / "model"
+        with zipfile.ZipFile(mar) as zf:
+            zf.extractall(model_dir)
+        base = None
+        print(f"{'preprocessWorkers':>17} {'images/s':>9} {'vs 0':>6} {'inference idle':>15}  stages")
+        for n in (int(x) for x in args.workers.split(",")):
+            ips, stages = run(model_dir, n, args.batches, args.batch_size)
+            base = base or ips
+            idle = stages.get("inference", {}).get("idleFraction")
+            print(f"{n:>17} {ips:>9.1f} {ips / base:>6.2f} {'-' if idle is None else f'{idle:.2f}':>15}  "
+                  f"{json.dumps(stages)}")
+
+
+if __name__ == "__main__":
+    main()
