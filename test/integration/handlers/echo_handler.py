@@ -32,6 +32,7 @@ def handle(data: list[dict[str, Any]] | None, context: Context) -> list[Any]:
     for idx, row in enumerate(data):
         value = row.get("data") if row.get("data") is not None else row.get("body")
         text = _text(value) if value is not None else ""
+        print(f"echo handling {text}", flush=True)  # tests wait for this line in the model log
         if text == "fail":
             raise RuntimeError("echo handler was asked to fail")
         if text.startswith("sleep:"):
