@@ -53,15 +53,19 @@ def env() -> dict[str, str]:
 
 
 def run_handler(model_dir: Path, requests: list[Any], workdir: Path, nproc: int = 2,
-                timeout: float = 240) -> tuple[int, dict[str, Any], str]:
-    """Run ``run_local.py`` (under torchrun when nproc > 1); return (exit code, rank 0's result, logs)."""
+                timeout: float = 240, torchrun: bool | None = None) -> tuple[int, dict[str, Any], str]:
+    """Run ``run_local.py`` (under torchrun unless ``torchrun`` is False, or None with nproc 1).
+
+    Returns (exit code, rank 0's result, logs).
+    """
+    use_torchrun = nproc > 1 if torchrun is None else torchrun
     req = workdir / "requests.json"
     out = workdir / "result.json"
     out.unlink(missing_ok=True)
     req.write_text(json.dumps(requests))
     script = [str(HERE / "run_local.py"), "--model-dir", str(model_dir), "--requests", str(req),
               "--output", str(out)]
-    if nproc > 1:
+    if use_torchrun:
         log_dir = workdir / "torchrun-logs"
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
                "--nnodes=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}",
@@ -76,7 +80,7 @@ def run_handler(model_dir: Path, requests: list[Any], workdir: Path, nproc: int 
         os.killpg(proc.pid, signal.SIGKILL)  # the whole torchrun job we started
         logs, _ = proc.communicate()
         logs += f"\n[local_check] killed after {timeout} s"
-    if nproc > 1:
+    if use_torchrun:
         logs += "".join(f"\n--- {p.relative_to(workdir)}\n{p.read_text(errors='replace')}"
                         for p in sorted((workdir / "torchrun-logs").rglob("*.log")))
     result = json.loads(out.read_text()) if out.is_file() else {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import traceback
@@ -76,6 +77,7 @@ def main() -> int:
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args()
     rank = int(os.environ.get("RANK", 0))
+    logging.basicConfig(level=logging.INFO, format=f"rank{rank} %(levelname)s %(name)s: %(message)s")
     try:
         out = run(os.path.abspath(args.model_dir), json.loads(args.requests.read_text()))
         result: dict[str, Any] = {"responses": out}
