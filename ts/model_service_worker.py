@@ -27,7 +27,7 @@ from ts.protocol.codec import Frame, FrameType
 
 logger = logging.getLogger("ts.worker")
 
-ACCEPT_TIMEOUT_S = 60.0
+ACCEPT_TIMEOUT_S = float(os.environ.get("TS_WORKER_ACCEPT_TIMEOUT_S", "60"))
 LOG_FORMAT = "%(asctime)s [%(levelname)s] %(name)s - %(message)s"
 
 
@@ -205,6 +205,8 @@ class Worker:
                         return 1
                 elif frame.type is FrameType.INFERENCE:
                     self._inference(frame, received_at)
+        except OSError as exc:  # the frontend went away while we were answering
+            logger.warning("model %s: connection to the frontend lost (%s); worker exits", self.model_name, exc)
         finally:
             if self.pipeline is not None:
                 self.pipeline.drain()

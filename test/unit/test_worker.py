@@ -275,3 +275,21 @@ def test_two_rank_worker_loads_everywhere_and_only_rank0_answers(tmp_path):
     finally:
         for worker in workers:
             worker.close()
+
+
+def test_frontend_closing_mid_batch_exits_cleanly(tmp_path):
+    model_dir = make_model_dir(tmp_path, "echo_handler.py")
+    with WorkerProcess() as worker:
+        worker.load(load_msg(model_dir))
+        worker.send_batch(2, [req("a", {"op": "sleep", "s": 0.5})])
+        worker.sock.close()
+        worker.sock = None
+        assert worker.wait_exit() == 0
+        assert "Traceback" not in worker.output()
+
+
+def test_exits_when_no_frontend_connects(tmp_path):
+    with WorkerProcess(env={"TS_WORKER_ACCEPT_TIMEOUT_S": "1"}, connect=False) as worker:
+        worker.wait_started(60)
+        assert worker.wait_exit() == 1
+        assert "no frontend connected" in worker.output()
