@@ -26,6 +26,18 @@ from benchmarks.run import build_stores
 OUT = servers.BENCH / "profile"
 JDK_BIN = Path("/usr/lib/jvm/java-17-openjdk-amd64/bin")
 TSERVE_VMARGS = "-XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError"
+# JDK 17's "profile" settings sample Java code every 10 ms and skip native frames: too coarse
+# for a 10 s echo run. This one samples every millisecond, native (I/O) frames included.
+JFC = """<?xml version="1.0" encoding="UTF-8"?>
+<configuration version="2.0" label="tserve-bench" description="hot-path sampling">
+  <event name="jdk.ExecutionSample"><setting name="enabled">true</setting>
+    <setting name="period">1 ms</setting></event>
+  <event name="jdk.NativeMethodSample"><setting name="enabled">true</setting>
+    <setting name="period">1 ms</setting></event>
+  <event name="jdk.GarbageCollection"><setting name="enabled">true</setting>
+    <setting name="threshold">0 ms</setting></event>
+</configuration>
+"""
 PROJECT_PREFIXES = {"tserve": ("org.tserve.",), "torchserve-quiet": ("org.pytorch.serve.",),
                     "torchserve": ("org.pytorch.serve.",)}
 
@@ -39,7 +51,7 @@ def _jdk_tool(name: str) -> str:
 
 def _frame_name(frame: dict[str, Any]) -> str:
     method = frame.get("method", {})
-    cls = method.get("type", {}).get("name", "?")
+    cls = method.get("type", {}).get("name", "?").replace("/", ".")
     return f"{cls}.{method.get('name', '?')}"
 
 
@@ -131,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         # JFR samples only this window: start a fresh recording now, dump it after the load.
         subprocess.run([_jdk_tool("jcmd"), str(java.pid), "JFR.stop", "name=bench"],
                        capture_output=True, check=False)
+        jfc = OUT / "bench.jfc"
+        jfc.write_text(JFC)
         subprocess.run([_jdk_tool("jcmd"), str(java.pid), "JFR.start", "name=hot",
-                        "settings=profile"], capture_output=True, check=True)
+                        f"settings={jfc}"], capture_output=True, check=True)
         result = {"load": loadgen.load(srv.inference_port, f"/predictions/{model}",
                                        concurrency=args.concurrency,
                                        duration_s=args.seconds).summary()}
