@@ -22,8 +22,8 @@ import org.tserve.config.ConfigManager;
 import org.tserve.wlm.ModelManager;
 
 /**
- * The two gRPC servers: inference on {@code grpc_inference_address:grpc_inference_port} (7070)
- * and management on {@code grpc_management_address:grpc_management_port} (7071), TLS with
+ * The two gRPC servers: inference on {@code grpc_inference_address:grpc_inference_port} (7070;
+ * TorchServe's inference service and the Open Inference Protocol's GRPCInferenceService) and management on {@code grpc_management_address:grpc_management_port} (7071), TLS with
  * {@code enable_grpc_ssl=true} ({@code certificate_file}, {@code private_key_file}), inbound
  * messages up to {@code max_request_size}, token authorization like REST.
  */
@@ -58,6 +58,8 @@ public final class GrpcServers {
             g.inference = g.build(cfg, "inference", boss, workers)
                 .addService(ServerInterceptors.intercept(new InferenceService(models), new CallContextInterceptor(),
                     new AuthInterceptor(auth, TokenAuthorization.KeyType.INFERENCE)))
+                .addService(ServerInterceptors.intercept(new OpenInferenceService(models, serverVersion()),
+                    new CallContextInterceptor(), new AuthInterceptor(auth, TokenAuthorization.KeyType.INFERENCE)))
                 .build().start();
             g.servers.add(g.inference);
             g.management = g.build(cfg, "management", boss, workers)
@@ -103,6 +105,14 @@ public final class GrpcServers {
             b.sslContext(ssl);
         }
         return b;
+    }
+
+    private static String serverVersion() {
+        try {
+            return org.tserve.ModelServer.version();
+        } catch (RuntimeException | LinkageError e) {
+            return "unknown";
+        }
     }
 
     private static File pemFile(ConfigManager cfg, String key) {
