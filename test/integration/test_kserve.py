@@ -3,15 +3,26 @@ as KServe's TorchServe runtime calls them (`service_envelope=kserve` / `kservev2
 
 from __future__ import annotations
 
+import importlib
+import os
+import struct
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
+from types import ModuleType
 
+import grpc
+import grpc_tools
 import pytest
 import requests
 
 import harness
 
 pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+PROTO_DIR = REPO / "frontend" / "src" / "main" / "proto"
 
 HANDLER = textwrap.dedent('''
     """Envelope-agnostic test handler: kserve gives instances (lists), kservev2 input dicts."""
@@ -119,3 +130,75 @@ def test_v2_bad_request_names_the_expected_shape(v2) -> None:
     r = requests.post(f"{v2.inference_url}/v2/models/adder/infer", json={"instances": [1]}, timeout=60)
     assert r.status_code >= 400
     assert "inputs" in r.json()["message"]
+
+
+# ---------------------------------------------------------------- OIP gRPC (GRPCInferenceService)
+
+
+@pytest.fixture(scope="module")
+def oip(tmp_path_factory: pytest.TempPathFactory) -> tuple[ModuleType, ModuleType]:
+    """open_inference_grpc stubs compiled from the project's proto with grpcio-tools."""
+    out = tmp_path_factory.mktemp("oip_stubs")
+    wkt = Path(os.path.dirname(grpc_tools.__file__)) / "_proto"
+    cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", f"-I{wkt}",
+           f"--python_out={out}", f"--grpc_python_out={out}", "open_inference_grpc.proto"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    sys.path.insert(0, str(out))
+    try:
+        return importlib.import_module("open_inference_grpc_pb2"), importlib.import_module("open_inference_grpc_pb2_grpc")
+    finally:
+        sys.path.remove(str(out))
+
+
+@pytest.fixture(scope="module")
+def oip_stub(v2, oip):
+    pb, pb_grpc = oip
+    with grpc.insecure_channel(f"127.0.0.1:{v2.grpc_inference_port}") as ch:
+        yield pb, pb_grpc.GRPCInferenceServiceStub(ch)
+
+
+def test_oip_grpc_server_and_model_status(oip_stub) -> None:
+    pb, stub = oip_stub
+    assert stub.ServerLive(pb.ServerLiveRequest(), timeout=30).live is True
+    assert stub.ServerReady(pb.ServerReadyRequest(), timeout=30).ready is True
+    meta = stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=30)
+    assert meta.name and meta.version and "kserve" in meta.extensions
+    assert stub.ModelReady(pb.ModelReadyRequest(name="adder"), timeout=30).ready is True
+    assert stub.ModelReady(pb.ModelReadyRequest(name="adder", version="1.0"), timeout=30).ready is True
+    with pytest.raises(grpc.RpcError) as info:
+        stub.ModelReady(pb.ModelReadyRequest(name="nosuch"), timeout=30)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+    model = stub.ModelMetadata(pb.ModelMetadataRequest(name="adder"), timeout=30)
+    assert model.name == "adder" and list(model.versions) == ["1.0"]
+
+
+def test_oip_grpc_model_infer_with_typed_contents(oip_stub) -> None:
+    pb, stub = oip_stub
+    tensor = pb.ModelInferRequest.InferInputTensor(
+        name="input-0", datatype="FP32", shape=[2, 2], contents=pb.InferTensorContents(fp32_contents=[1, 2, 3, 4]))
+    r = stub.ModelInfer(pb.ModelInferRequest(model_name="adder", id="7", inputs=[tensor]), timeout=60)
+    assert (r.model_name, r.model_version, r.id) == ("adder", "1.0", "7")
+    (out,) = r.outputs
+    assert (out.name, out.datatype, list(out.shape)) == ("input-0", "FP32", [2, 2])
+    assert list(out.contents.fp32_contents) == [2.0, 4.0, 6.0, 8.0]
+
+
+def test_oip_grpc_model_infer_with_raw_contents(oip_stub) -> None:
+    pb, stub = oip_stub
+    tensor = pb.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=[3])
+    raw = struct.pack("<3f", 0.5, 1.5, -2.0)
+    r = stub.ModelInfer(pb.ModelInferRequest(model_name="adder", inputs=[tensor], raw_input_contents=[raw]), timeout=60)
+    assert list(r.outputs[0].contents.fp32_contents) == [1.0, 3.0, -4.0]
+
+
+def test_oip_grpc_model_infer_errors(oip_stub) -> None:
+    pb, stub = oip_stub
+    tensor = pb.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=[1])
+    with pytest.raises(grpc.RpcError) as info:
+        stub.ModelInfer(pb.ModelInferRequest(model_name="adder", inputs=[tensor], raw_input_contents=[b"abc"]), timeout=60)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "FP32" in info.value.details()
+    with pytest.raises(grpc.RpcError) as info:
+        stub.ModelInfer(pb.ModelInferRequest(model_name="nosuch", inputs=[tensor]), timeout=60)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
