@@ -268,7 +268,7 @@ def test_open_inference_protocol_matches_torchserve(descriptors: dict) -> None:
     assert rpcs == OIP_RPCS
     # every parameters map is map<string, InferParameter>; InferParameter's fields form one oneof
     entries = [n for m in _all_messages(fd.message_type).values() for n in m.nested_type if n.options.map_entry]
-    assert len(entries) == 4
+    assert len(entries) == 5   # request, its input and output tensors, response, its output tensor
     for e in entries:
         assert _fields(e) == {"key": (1, STRING, OPT, "", False), "value": (2, MSG, OPT, _P + "InferParameter", False)}
     params = _all_messages(fd.message_type)["InferParameter"]
