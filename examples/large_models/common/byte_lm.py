@@ -5,7 +5,8 @@ bytes (the tiny model's vocabulary is 256), so no tokenizer download is needed.
 
 Request body: plain text, or JSON ``{"prompt": "...", "max_new_tokens": 8,
 "return_logits": false}``. Response: ``{"prompt", "generated_ids", "text"}`` plus ``logits``
-(the first generated position's scores) when asked.
+(the first generated position's scores) when asked. Bad
+requests fail the batch with status 400 and a message naming the request.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from ts.handler_utils.distributed.generation import greedy_generate
+from ts.utils.util import PredictionException
 
 DEFAULT_MAX_NEW_TOKENS = 8
 
@@ -56,16 +58,18 @@ class ByteLMMixin:
             if isinstance(req, str):
                 req = {"prompt": req}
             if not isinstance(req, dict) or not isinstance(req.get("prompt"), str) or not req["prompt"]:
-                raise ValueError(f"request {idx}: send a non-empty text body or JSON "
-                                 '{"prompt": "...", "max_new_tokens": N}')
+                raise PredictionException(f"request {idx}: send a non-empty text body or JSON "
+                                          '{"prompt": "...", "max_new_tokens": N}', 400)
             n = req.get("max_new_tokens", default_new)
             if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                raise ValueError(f"request {idx}: max_new_tokens must be a positive integer, got {n!r}")
+                raise PredictionException(
+                    f"request {idx}: max_new_tokens must be a positive integer, got {n!r}", 400)
             ids = list(req["prompt"].encode("utf-8"))
             limit = self.max_positions()
             if len(ids) + n > limit:
-                raise ValueError(f"request {idx}: prompt ({len(ids)} tokens) + max_new_tokens ({n}) "
-                                 f"exceeds the model's {limit} positions")
+                raise PredictionException(
+                    f"request {idx}: prompt ({len(ids)} tokens) + max_new_tokens ({n}) exceeds the "
+                    f"model's {limit} positions", 400)
             prompts.append(ids)
             new_tokens.append(n)
             want_logits.append(bool(req.get("return_logits", False)))
