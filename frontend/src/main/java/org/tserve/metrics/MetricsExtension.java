@@ -37,11 +37,12 @@ public final class MetricsExtension implements ServerExtension {
                 r.backendMetrics(model, workerId, json);
             }
 
-            // hooks added to WlmListener for WorkerThreadTime / WorkerLoadTime (no @Override: see the report)
+            @Override
             public void onWorkerThreadTime(String model, String version, String workerName, long nanos) {
                 r.workerThreadTime(nanos / 1_000_000.0);
             }
 
+            @Override
             public void onWorkerLoaded(String model, String version, String workerName, long millis) {
                 r.workerLoaded(workerName, millis);
             }
