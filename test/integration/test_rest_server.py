@@ -102,3 +102,11 @@ def test_register_from_an_allowed_url(tmp_path: Path, archive_host: str) -> None
         assert requests.delete(s.management_url + "/models/remote", timeout=60).status_code == 200
         assert not (store / "remote.mar").exists()
     shutil.rmtree(store)
+
+
+def test_workers_over_tcp(tmp_path: Path) -> None:
+    harness.build_mar(tmp_path, "echo", HANDLERS / "echo_handler.py")
+    with harness.Server(tmp_path, config={"worker_socket_type": "tcp"}) as s:
+        assert s.register("echo.mar", initial_workers=1).status_code == 200
+        assert s.predict("echo", b"over tcp").json()["text"] == "over tcp"
+        assert "--sock-type tcp" in s.logs()

@@ -33,9 +33,15 @@ final class SizeLimitedAggregator extends HttpObjectAggregator {
                 Unpooled.copiedBuffer(msg, StandardCharsets.UTF_8));
         resp.headers().set(HttpHeaderNames.CONTENT_TYPE, "application/json");
         HttpUtil.setContentLength(resp, resp.content().readableBytes());
-        String uri = oversized instanceof io.netty.handler.codec.http.HttpRequest
-                ? ((io.netty.handler.codec.http.HttpRequest) oversized).uri() : "?";
-        ACCESS.info(ctx.channel().remoteAddress() + " \"" + uri + "\" 413 0ms");
+        String line = "?";
+        if (oversized instanceof io.netty.handler.codec.http.HttpRequest) {
+            io.netty.handler.codec.http.HttpRequest r = (io.netty.handler.codec.http.HttpRequest) oversized;
+            line = r.method().name() + " " + r.uri() + " " + r.protocolVersion().text();
+        }
+        java.net.SocketAddress a = ctx.channel().remoteAddress();
+        String client = a instanceof java.net.InetSocketAddress
+                ? ((java.net.InetSocketAddress) a).getAddress().getHostAddress() : String.valueOf(a);
+        ACCESS.info(client + " \"" + line + "\" 413 0ms");
         // The unread rest of the body cannot be told apart from a next request unless the client
         // waits for 100-continue, so the connection is closed after the 413 otherwise.
         boolean keep = HttpUtil.is100ContinueExpected(oversized) && HttpUtil.isKeepAlive(oversized);
