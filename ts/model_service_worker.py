@@ -136,6 +136,8 @@ class Worker:
         self.pipeline: Any = None
         self.model_name = ""
         self.exit_code = 0
+        self._received = 0  # INFERENCE frames taken off the socket
+        self._answered_early = 0  # of those, answered without the pipeline (bad batch, no model)
 
     # ------------------------------------------------------------------ io
     def send(self, data: bytes) -> None:
@@ -158,6 +160,8 @@ class Worker:
                 if frame.type is FrameType.PING:
                     self.send_json(FrameType.PONG, frame.batch_id, self.pong())
                 elif frame.type in (FrameType.LOAD, FrameType.INFERENCE, FrameType.STOP):
+                    if frame.type is FrameType.INFERENCE:
+                        self._received += 1
                     self._inbox.put((frame, time.monotonic()))
                 else:
                     self.send_json(FrameType.ERROR, frame.batch_id, {
@@ -181,7 +185,7 @@ class Worker:
                                "localRank": self.ranks.local_rank, "worldSize": self.ranks.world_size,
                                "modelName": self.model_name, "loaded": self.pipeline is not None}
         if self.pipeline is not None:
-            out["inFlight"] = self.pipeline.in_flight
+            out["inFlight"] = self._received - self._answered_early - self.pipeline.completed
             out["stages"] = self.pipeline.stats.snapshot()
             pool = getattr(self.pipeline, "pool", None)
             if pool is not None:
@@ -255,11 +259,13 @@ class Worker:
             requests = codec.decode_batch(frame.body)
         except codec.ProtocolError as exc:
             logger.error("batch %d: %s", frame.batch_id, exc)
+            self._answered_early += 1
             self.send_json(FrameType.ERROR, frame.batch_id, {"status": 400, "message": str(exc)})
             return
         if self.pipeline is None:
             from ts.service import error_responses
 
+            self._answered_early += 1
             self.send(codec.encode_result(frame.batch_id, error_responses(
                 requests, 503, "no model is loaded in this worker yet: send LOAD first")))
             return

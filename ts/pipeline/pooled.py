@@ -83,7 +83,7 @@ class PooledPipeline:
         self.answer = answer
         self.postprocess_in_pool = postprocess_in_pool
         self.stats = PipelineStats(["preprocess", "inference", "postprocess"])
-        self._in_flight = 0
+        self.completed = 0  # batches finished (answered, or dropped on ranks > 0)
         self._count_lock = threading.Lock()
         self._inference_q: queue.Queue[Batch | None] = queue.Queue()
         self._send_q: queue.Queue[Batch | None] = queue.Queue()
@@ -112,18 +112,12 @@ class PooledPipeline:
             raise
         return cls(service, pool, send, answer, req.postprocess_in_pool)
 
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
     # ------------------------------------------------------------------ stage 0 (main thread)
     def submit(self, batch_id: int, requests: list[Request], received_at: float) -> None:
         data, ids, processors = decode_batch(requests)
         ctx = copy.copy(self.service.context)
         ctx.set_batch(ids, processors)
         batch = Batch(batch_id, requests, data, ctx, received_at)
-        with self._count_lock:
-            self._in_flight += 1
         if processors and processors[0].get_request_property("describe") == "True":
             batch.kind = "describe"
         elif requests:
@@ -223,7 +217,7 @@ class PooledPipeline:
                 logger.warning("cannot send batch %d: %s", batch.batch_id, exc)
             finally:
                 with self._count_lock:
-                    self._in_flight -= 1
+                    self.completed += 1
 
     def _finish(self, batch: Batch) -> None:
         if batch.error is None and batch.post is not None:

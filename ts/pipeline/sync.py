@@ -19,24 +19,25 @@ class SyncPipeline:
         self.send = send
         self.answer = answer  # False on ranks > 0 of a distributed worker
         self.stats = PipelineStats(["handle"])
-        self.in_flight = 0
+        self.completed = 0  # batches finished (answered, or dropped on ranks > 0)
 
     def submit(self, batch_id: int, requests: list[Request], received_at: float) -> None:
         start = time.monotonic()
-        self.in_flight += 1
         ctx = self.service.context
         ctx.stream_sender = self._chunk_sender(batch_id)
         try:
             responses = self.service.predict(requests)
         finally:
             ctx.stream_sender = None
-            self.in_flight -= 1
         busy = time.monotonic() - start
         self.stats.stages["handle"].record(start - received_at, busy)
         records = ctx.metrics.drain() if ctx.metrics is not None else []
-        if not self.answer:
-            return
-        self.send(codec.encode_result(batch_id, responses))
+        try:
+            if not self.answer:
+                return
+            self.send(codec.encode_result(batch_id, responses))
+        finally:
+            self.completed += 1
         ids = ",".join(r.request_id for r in requests)
         records += self.stats.batch_records(self.service.model_name, ids,
                                             {"handle": (start - received_at, busy)})

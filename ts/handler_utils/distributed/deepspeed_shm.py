@@ -11,6 +11,7 @@ every buffer of this user that no live process maps), or run
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
@@ -76,6 +77,24 @@ def remove_deepspeed_shm_buffers(master_addr: str | None = None,
     if removed:
         logger.info("removed %d DeepSpeed shm buffer(s): %s", len(removed), [p.name for p in removed])
     return removed
+
+
+def own_buffer(rank: int, shm_dir: Path = SHM_DIR) -> Path | None:
+    """This rank's buffer, named from the MASTER_ADDR/MASTER_PORT DeepSpeed read (None if unset)."""
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if addr is None or port is None:
+        return None
+    return shm_dir / f"{buffer_prefix(None, addr, port)}{rank}"
+
+
+def remove_own_buffer_at_exit(rank: int) -> None:
+    """Unlink this rank's buffer when the process exits normally (peers keep their mapping).
+
+    A killed process cannot do this; ``remove_deepspeed_shm_buffers`` covers that case.
+    """
+    path = own_buffer(rank)
+    if path is not None:
+        atexit.register(path.unlink, missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,9 +8,9 @@ shard from the checkpoint (for models larger than one device's memory). Without
 
 DeepSpeed's CPU communication needs ``LOCAL_SIZE`` (torchrun does not set it; without it the
 ranks die with SIGSEGV), so it is set here from ``LOCAL_WORLD_SIZE``. DeepSpeed leaves
-``/dev/shm/deepspeed_allreduce_buffer_*`` files behind; local rank 0 removes the ones no live
-process maps before it starts, and ``ts.handler_utils.distributed.deepspeed_shm`` removes those
-of a stopped worker.
+``/dev/shm/deepspeed_allreduce_buffer_*`` files behind: each rank unlinks its own at a normal
+exit, local rank 0 removes the ones no live process maps before it starts, and
+``ts.handler_utils.distributed.deepspeed_shm`` removes those of a killed worker.
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ from ts.handler_utils.distributed.config import (
     string,
     to_dtype,
 )
-from ts.handler_utils.distributed.deepspeed_shm import remove_deepspeed_shm_buffers
+from ts.handler_utils.distributed.deepspeed_shm import (
+    remove_deepspeed_shm_buffers,
+    remove_own_buffer_at_exit,
+)
 from ts.handler_utils.distributed.pipelining import LogitsOnly
 from ts.torch_handler.distributed.base_distributed_handler import BaseDistributedHandler
 
@@ -108,6 +111,8 @@ class BaseDeepSpeedHandler(BaseDistributedHandler):
         import deepspeed
 
         deepspeed.init_distributed(dist_backend="nccl" if self.device.type == "cuda" else "gloo")
+        if self.device.type == "cpu":
+            remove_own_buffer_at_exit(info.rank)
         cfg = self.ds_config()
         dtype = cfg["dtype"]
         assert self.checkpoint_dir is not None
