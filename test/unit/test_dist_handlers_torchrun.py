@@ -71,18 +71,15 @@ def test_tensor_parallel_default_plan_from_model(tmp_path: Path) -> None:
     _run_and_compare("tp", tmp_path, config_file=cfg)
 
 
-def test_deepspeed_tp2_matches_unsplit_model_and_shm_cleanup(tmp_path: Path) -> None:
+def test_deepspeed_tp2_matches_unsplit_model_and_removes_shm_files(tmp_path: Path) -> None:
     from ts.handler_utils.distributed import deepspeed_shm
 
     shm = Path("/dev/shm")
     before = set(shm.glob(deepspeed_shm.PREFIX + "*"))
     # The first DeepSpeed init on a machine JIT-compiles its shm op (about a minute).
     _run_and_compare("deepspeed", tmp_path, timeout=420)
-    left = set(shm.glob(deepspeed_shm.PREFIX + "*")) - before
-    assert left, "DeepSpeed is expected to leave its all-reduce buffers behind"
-    removed = set(deepspeed_shm.remove_deepspeed_shm_buffers())
-    assert left <= removed
-    assert not any(p.exists() for p in left)
+    # Each rank unlinked its own all-reduce buffer when it exited.
+    assert set(shm.glob(deepspeed_shm.PREFIX + "*")) - before == set()
 
 
 @pytest.mark.parametrize(
