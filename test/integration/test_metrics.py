@@ -8,6 +8,7 @@ TorchServe's metric log lines in ts_metrics.log / model_metrics.log, system metr
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -188,3 +189,23 @@ def test_missing_metrics_config_stops_startup(setup, tmp_path: Path) -> None:
     with pytest.raises(RuntimeError) as info:
         harness.Server(store, config={"metrics_config": str(missing)}, start_timeout=60).start()
     assert str(missing) in str(info.value) and "metrics_config" in str(info.value)
+
+
+def test_gpu_metrics_from_nvidia_smi(setup, tmp_path: Path) -> None:
+    """GPU gauges come from nvidia-smi's csv; a stand-in nvidia-smi on the PATH plays two GPUs."""
+    store, cfg = setup
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho '0, 1024, 4096, 37'\necho '1, 0, 8192, 0'\n")
+    fake.chmod(0o755)
+    env = {"PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
+    config = {"metrics_mode": "prometheus", "metrics_config": str(cfg), "metric_time_interval": 1}
+    with harness.Server(store, config=config, env=env) as s:
+        fams = harness.wait_for(lambda: (f := scrape(s, "GPUUtilization", "GPUMemoryUsed", "GPUMemoryUtilization"))
+                                and len(f["GPUUtilization"]["samples"]) == 2 and f, 15, what="GPU metrics")
+        assert value(fams, "GPUUtilization", DeviceId="0", Level="Host") == 37.0
+        assert value(fams, "GPUMemoryUsed", DeviceId="0") == 1024.0
+        assert value(fams, "GPUMemoryUtilization", DeviceId="0") == 25.0
+        assert value(fams, "GPUMemoryUtilization", DeviceId="1") == 0.0
+        cpu = harness.wait_for(lambda: scrape(s, "CPUUtilization")["CPUUtilization"]["samples"], 15, what="CPU")
+        assert 0.0 <= cpu[0][2] <= 100.0

@@ -26,7 +26,8 @@ public final class MetricsSetup {
         MetricsRegistry.install(r);
         if (!cfg.getBool("disable_system_metrics")) {
             int interval = Math.max(1, cfg.getInt("metric_time_interval"));
-            collector = new SystemMetricsCollector(r, interval, cfg.getNumberOfGpu());
+            int gpus = cfg.get("number_of_gpu") == null ? -1 : cfg.getNumberOfGpu();
+            collector = new SystemMetricsCollector(r, interval, gpus);
             collector.start();
         }
         LOG.info("Metrics mode " + mode.name().toLowerCase(java.util.Locale.ROOT) + ", "

@@ -17,7 +17,8 @@ import java.util.logging.Logger;
 /**
  * Host metrics every {@code metric_time_interval} seconds, read in Java: CPU from /proc/stat,
  * memory from /proc/meminfo, disk from the root file system, GPU memory and utilisation from
- * {@code nvidia-smi} when GPUs are configured. Values use TorchServe's names and units.
+ * {@code nvidia-smi} when GPUs are configured ({@code number_of_gpu}) or, if that is unset, when
+ * nvidia-smi is on the PATH. Values use TorchServe's names and units.
  */
 public final class SystemMetricsCollector {
     private static final Logger LOG = Logger.getLogger(SystemMetricsCollector.class.getName());
@@ -31,10 +32,25 @@ public final class SystemMetricsCollector {
     private long[] lastCpu;
     private boolean gpuWarned;
 
+    /** @param gpus {@code number_of_gpu}; negative = not configured: GPU metrics when nvidia-smi is on the PATH */
     public SystemMetricsCollector(MetricsRegistry registry, int intervalSeconds, int gpus) {
         this.registry = registry;
         this.intervalSeconds = intervalSeconds;
-        this.gpus = gpus;
+        this.gpus = gpus >= 0 ? gpus : (onPath("nvidia-smi") ? 1 : 0);
+    }
+
+    static boolean onPath(String exe) {
+        String path = System.getenv("PATH");
+        if (path == null) {
+            return false;
+        }
+        for (String dir : path.split(File.pathSeparator)) {
+            File f = new File(dir, exe);
+            if (!dir.isEmpty() && f.isFile() && f.canExecute()) {
+                return true;
+            }
+        }
+        return false;
     }
 
     public synchronized void start() {

@@ -34,6 +34,12 @@ public class SystemMetricsCollectorTest {
     }
 
     @Test
+    public void pathLookup() {
+        assertTrue(SystemMetricsCollector.onPath("sh"));
+        assertTrue(!SystemMetricsCollector.onPath("no-such-tool-for-tserve"));
+    }
+
+    @Test
     public void collectRecordsHostMetricsFromProc() {
         MetricsConfig c = MetricsConfig.parse("ts_metrics:\n  gauge:\n"
             + "    - {name: MemoryUsed, unit: Megabytes, dimensions: [Level, Hostname]}\n"
