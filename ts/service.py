@@ -19,6 +19,7 @@ logger = logging.getLogger("ts.service")
 
 Entry = Callable[[list[dict[str, Any]], Context], Any]
 STREAM_HEADER = "ts_stream_next"
+PREDICTION_METRIC = "PredictionTime"
 
 
 class BatchError(Exception):
@@ -178,10 +179,11 @@ class Service:
         start = time.perf_counter()
         try:
             results = check_results(self.entry(data, self.context), len(requests))
+            ms = round((time.perf_counter() - start) * 1000, 2)
+            if self.context.metrics is not None:
+                self.context.metrics.add_time(PREDICTION_METRIC, ms)  # as TorchServe's service.py
             responses = build_responses(results, self.context)
         except Exception as exc:  # noqa: BLE001 - any handler error fails only this batch
             err = classify_exception(exc, self.model_name)
             return error_responses(requests, err.status, err.message)
-        logger.debug("model %s: batch of %d took %.2f ms", self.model_name, len(requests),
-                     (time.perf_counter() - start) * 1000)
         return responses

@@ -103,6 +103,7 @@ def test_metrics_recorded_in_the_pool_reach_the_metrics_frame(pooled):
     assert ("PoolRows", None) in names
     assert {("StageBusyTime", s) for s in ("preprocess", "inference", "postprocess")} <= names
     assert ("InferenceIdlePercent", None) in names
+    assert ("PredictionTime", None) in names
 
 
 def test_pool_status_phrase(pooled):

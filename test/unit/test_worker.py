@@ -100,6 +100,7 @@ def test_per_request_status_and_metrics_frame(echo_worker):
     assert by_name["EchoRequests"]["dimensions"] == {"ModelName": "echo", "Level": "Model"}
     assert by_name["EchoRequests"]["requestId"] == "a,b"
     assert by_name["StageBusyTime"]["dimensions"]["Stage"] == "handle"
+    assert by_name["PredictionTime"]["unit"] == "Milliseconds" and by_name["PredictionTime"]["type"] == "gauge"
 
 
 @pytest.mark.parametrize("op, status, message", [

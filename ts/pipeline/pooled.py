@@ -26,7 +26,7 @@ from ts.pipeline.pool import ChildConfig, PoolStartError, PreprocessPool
 from ts.pipeline.stats import PipelineStats
 from ts.protocol import codec
 from ts.protocol.codec import Request
-from ts.service import BatchError, build_responses, check_results, classify_exception, decode_batch, error_responses
+from ts.service import PREDICTION_METRIC, BatchError, build_responses, check_results, classify_exception, decode_batch, error_responses
 from ts.torch_handler.base_handler import BaseHandler
 
 logger = logging.getLogger("ts.pipeline")
@@ -231,7 +231,13 @@ class PooledPipeline:
                 batch.error = exc
         if batch.error is None:
             try:
-                responses = build_responses(check_results(batch.results, len(batch.requests)), batch.context)
+                results = check_results(batch.results, len(batch.requests))
+                metrics = batch.context.metrics
+                if metrics is not None:
+                    metrics.request_ids = batch.context.request_ids
+                    metrics.add_time(PREDICTION_METRIC, round((time.monotonic() - batch.received) * 1000, 2))
+                    batch.records.extend(metrics.drain())
+                responses = build_responses(results, batch.context)
             except Exception as exc:  # noqa: BLE001
                 batch.error = classify_exception(exc, self.service.model_name)
         if batch.error is not None:

@@ -88,6 +88,11 @@ class BasePippyHandler(BaseDistributedHandler):
         self.chunks = cfg.get("chunks", info.world_size)
         batch_size = int(context.system_properties.get("batch_size") or 1)
         self.microbatch_size = cfg.get("microbatch_size", microbatches_needed(batch_size, self.chunks))
+        if self.chunks * self.microbatch_size < batch_size:
+            # Checked here: a batch refused after rank 0 published it would strand the other ranks.
+            raise ModelConfigError(
+                f"model-config.yaml: 'pippy.chunks' ({self.chunks}) x 'pippy.microbatch_size' "
+                f"({self.microbatch_size}) is smaller than batchSize ({batch_size}); raise one of them")
         model = self.load_model(to_dtype(cfg["dtype"]))
         self.max_length = cfg.get("max_length") or self.handler_config.get("max_length") or \
             getattr(getattr(model, "config", None), "max_position_embeddings", 0)
