@@ -87,6 +87,7 @@ def test_deepspeed_tp2_matches_unsplit_model_and_removes_shm_files(tmp_path: Pat
     [
         ("pippy", {"pippy.chunk": 2}, "unknown key 'pippy.chunk'"),
         ("pippy", {"pippy.split_points": ["model.layers.7"]}, "'model.layers.7' is not a submodule"),
+        ("pippy", {"pippy.microbatch_size": 1}, "is smaller than batchSize (3)"),
         ("tp", {"tp.plan": {"model.layers.*.mlp.up_proj": "diagonal"}},
          "'tp.plan.model.layers.*.mlp.up_proj' must be one of"),
         ("deepspeed", {"deepspeed.dtype": "float64"}, "'deepspeed.dtype' must be"),
