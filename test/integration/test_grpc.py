@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import grpc
 import grpc_tools
 import pytest
+import requests
 
 import harness
 
@@ -242,7 +243,7 @@ def test_full_queue_is_resource_exhausted(inference, stubs) -> None:
 # ---------------------------------------------------------------- management service
 
 
-def test_list_and_describe(management, stubs) -> None:
+def test_list_and_describe(server, management, stubs) -> None:
     m = stubs.management_pb2
     listed = json.loads(management.ListModels(m.ListModelsRequest(limit=10), timeout=DEADLINE).msg)
     assert {e["modelName"] for e in listed["models"]} >= {"multi", "tiny"}
@@ -251,6 +252,9 @@ def test_list_and_describe(management, stubs) -> None:
     assert described[0]["modelName"] == "multi"
     assert described[0]["modelVersion"] == "1.0"
     assert described[0]["workers"]
+    rest = requests.get(f"{server.management_url}/models/multi", timeout=DEADLINE).json()
+    assert [list(d) for d in described] == [list(d) for d in rest]      # same document as REST, same field order
+    assert described[0]["jobQueueStatus"] == rest[0]["jobQueueStatus"]
     expect_error(grpc.StatusCode.NOT_FOUND,
                  lambda: management.DescribeModel(m.DescribeModelRequest(model_name="nosuch"), timeout=DEADLINE), "nosuch")
     expect_error(grpc.StatusCode.INVALID_ARGUMENT,
