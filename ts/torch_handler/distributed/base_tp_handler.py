@@ -68,11 +68,12 @@ class BaseTPHandler(BaseDistributedHandler):
         plan: dict[str, ParallelStyle] = {k: v for k, v in raw_plan.items()
                                           if isinstance(v, ParallelStyle)}
         plan.update(plan_from_config(as_strings))
+        model = model.to(self.device)  # shards are cut from tensors already on the rank's device
         if world > 1:
             check_divisible(model, world)
             self.mesh = init_device_mesh(self.device.type, (world,))
             model = parallelize_module(model, self.mesh, plan)
-        self.model = model.to(self.device)
+        self.model = model
         self.runner = LogitsOnly(self.model)
         logger.info("model %s: rank %d sharded %d plan entries over %d ranks",
                     context.model_name, self.rank_info.rank, len(plan), world)
