@@ -22,8 +22,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ts.protocol import codec
-from ts.protocol.codec import Frame, FrameType
+if __name__ == "__main__" and not __package__:
+    # Run as a file (python ts/model_service_worker.py, as TorchServe's launcher does): put the
+    # repository root, not ts/ itself, on sys.path so that ts/utils etc. never shadow a
+    # handler's own top-level modules.
+    _HERE = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    sys.path.insert(0, os.path.dirname(_HERE))
+
+from ts.protocol import codec  # noqa: E402
+from ts.protocol.codec import Frame, FrameType  # noqa: E402
 
 logger = logging.getLogger("ts.worker")
 
@@ -118,10 +126,12 @@ def init_process_group(ranks: RankInfo, device_type: str, timeout_s: float) -> N
         store = dist.PrefixStore(f"tserve/attempt{ranks.restart_count}", base)
         dist.init_process_group(backend, store=store, rank=ranks.rank,
                                 world_size=ranks.world_size, timeout=timeout)
+        how = f"agent store {addr}:{port}, prefix tserve/attempt{ranks.restart_count}"
     else:
         dist.init_process_group(backend, init_method="env://", rank=ranks.rank,
                                 world_size=ranks.world_size, timeout=timeout)
-    logger.info("rank %d/%d: process group ready (%s)", ranks.rank, ranks.world_size, backend)
+        how = "env://"
+    logger.info("rank %d/%d: process group ready (%s, %s)", ranks.rank, ranks.world_size, backend, how)
 
 
 class Worker:
@@ -289,7 +299,11 @@ def main(argv: list[str] | None = None) -> int:
                         stream=sys.stdout)
     args = parse_args(argv)
     ranks = RankInfo.from_env()
-    listener, where = bind_listener(args, ranks)
+    try:
+        listener, where = bind_listener(args, ranks)
+    except OSError as exc:
+        logger.error("cannot listen on %s: %s", args.sock_name if args.sock_type == "unix" else args.port, exc)
+        return 1
     print(f"[PID]{os.getpid()}", flush=True)
     print("Torch worker started.", flush=True)
     print(f"Python runtime: {sys.version.split()[0]}", flush=True)

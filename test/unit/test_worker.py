@@ -294,3 +294,102 @@ def test_exits_when_no_frontend_connects(tmp_path):
         worker.wait_started(60)
         assert worker.wait_exit() == 1
         assert "no frontend connected" in worker.output()
+
+
+class _TorchrunJob:
+    """``torchrun --nproc-per-node 2 -m ts.model_service_worker`` as the frontend launches it."""
+
+    def __init__(self, tmp_path: Path, port: int, max_restarts: int = 1) -> None:
+        import subprocess
+        import sys
+        import threading
+
+        from ts.protocol.client import REPO
+
+        self.sock_dir = str(tmp_path)
+        self.port = port
+        env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TS_DIST_TIMEOUT_S="60")
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
+               "--max-restarts", str(max_restarts), "--log-dir", str(tmp_path / "tlogs"), "--tee", "3",
+               "-m", "ts.model_service_worker", "--sock-type", "unix", "--sock-name",
+               os.path.join(self.sock_dir, f".ts.sock.{port}")]
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def started_count(self) -> int:
+        return sum(1 for line in list(self.lines) if line.endswith("Torch worker started."))
+
+    def wait_started(self, count: int, timeout: float = 120) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.started_count() < count:
+            assert self.proc.poll() is None, "\n".join(self.lines)
+            assert time.monotonic() < deadline, "\n".join(self.lines)
+            time.sleep(0.05)
+
+    def connect_all(self) -> list[socket.socket]:
+        socks = []
+        for rank in (0, 1):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(os.path.join(self.sock_dir, f".ts.sock.{self.port + rank}"))
+            s.settimeout(120)
+            socks.append(s)
+        return socks
+
+    def stop(self) -> None:
+        import signal as sig
+
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig.SIGTERM)
+            try:
+                self.proc.wait(40)
+            except Exception:  # noqa: BLE001
+                os.killpg(self.proc.pid, sig.SIGKILL)
+                self.proc.wait(10)
+
+
+def _load_and_infer(socks: list[socket.socket], model_dir: Path) -> dict:
+    for s in socks:
+        s.sendall(codec.encode_json_frame(FrameType.LOAD, 1, load_msg(model_dir, parallelType="tp", parallelLevel=2)))
+    for s in socks:
+        loaded = codec.decode_json_body(codec.read_frame(s).body)
+        assert loaded["status"] == 200, loaded
+    for s in socks:
+        s.sendall(codec.encode_inference(2, [req("a", {})]))
+    frame = codec.read_frame(socks[0])
+    assert (frame.type, frame.batch_id) == (FrameType.RESULT, 2)
+    return json.loads(codec.decode_responses(frame.body)[0].body)
+
+
+@pytest.mark.slow
+def test_torchrun_job_serves_and_survives_an_elastic_restart(tmp_path):
+    import signal as sig
+
+    model_dir = make_model_dir(tmp_path, "rank_handler.py")
+    job = _TorchrunJob(tmp_path, 9400)
+    try:
+        job.wait_started(2)
+        socks = job.connect_all()
+        assert _load_and_infer(socks, model_dir) == {"rank": 0, "world": 2, "sum": 3.0, "device": "cpu"}
+        socks[1].sendall(codec.encode_frame(FrameType.PING, 3))
+        rank1_pid = codec.decode_json_body(codec.read_frame(socks[1]).body)["pid"]
+        os.kill(rank1_pid, sig.SIGKILL)
+        for s in socks:
+            s.close()
+        job.wait_started(4)  # torchrun restarted both ranks (attempt 1)
+        socks = job.connect_all()
+        # a fresh process group on the shared agent store: needs the per-attempt prefix
+        assert _load_and_infer(socks, model_dir)["sum"] == 3.0
+        assert any("prefix tserve/attempt1" in line for line in job.lines), "\n".join(job.lines)
+        for s in socks:
+            s.close()
+    finally:
+        job.stop()
