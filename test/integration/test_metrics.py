@@ -209,3 +209,18 @@ def test_gpu_metrics_from_nvidia_smi(setup, tmp_path: Path) -> None:
         assert value(fams, "GPUMemoryUtilization", DeviceId="1") == 0.0
         cpu = harness.wait_for(lambda: scrape(s, "CPUUtilization")["CPUUtilization"]["samples"], 15, what="CPU")
         assert 0.0 <= cpu[0][2] <= 100.0
+
+
+def test_legacy_mode_exposes_the_three_counters_and_logs_the_rest(setup) -> None:
+    store, cfg = setup
+    config = {"metrics_mode": "legacy", "metrics_config": str(cfg), "load_models": "echo.mar"}
+    with harness.Server(store, config=config) as s:
+        assert s.predict("echo", data="hi").status_code == 200
+        fams = harness.wait_for(lambda: (f := scrape(s)) and value(f, "ts_inference_latency_microseconds") > 0 and f,
+                                10, what="latency counter")
+        assert set(fams) == {"ts_inference_requests", "ts_inference_latency_microseconds", "ts_queue_latency_microseconds"}
+        assert value(fams, "ts_inference_requests", model_name="echo", model_version="default") == 1
+        assert harness.wait_for(lambda: "Requests2XX.Count:1.0|#Level:Host" in s.logs("ts_metrics.log"), 10,
+                                what="Requests2XX line")
+        assert harness.wait_for(lambda: "InferenceCount.Count:1" in s.logs("model_metrics.log"), 10,
+                                what="handler metric line")
