@@ -68,12 +68,13 @@ class BaseTPHandler(BaseDistributedHandler):
         plan: dict[str, ParallelStyle] = {k: v for k, v in raw_plan.items()
                                           if isinstance(v, ParallelStyle)}
         plan.update(plan_from_config(as_strings))
-        model = model.to(self.device)  # shards are cut from tensors already on the rank's device
         if world > 1:
             check_divisible(model, world)
             self.mesh = init_device_mesh(self.device.type, (world,))
+            # On CPU: distribute_tensor moves one parameter at a time to the mesh's device and
+            # keeps only this rank's shard, so the whole model never sits on one accelerator.
             model = parallelize_module(model, self.mesh, plan)
-        self.model = model
+        self.model = model.to(self.device)  # the unsharded rest (embedding, norms, head)
         self.runner = LogitsOnly(self.model)
         logger.info("model %s: rank %d sharded %d plan entries over %d ranks",
                     context.model_name, self.rank_info.rank, len(plan), world)
