@@ -59,7 +59,7 @@ def test_raw_body_and_headers_reach_the_handler(server: harness.Server) -> None:
     assert out["explain"] == "False"
     assert out["url_path"] == ""
     assert r.headers["x-echo-batch"] == "1"
-    assert r.headers["x-request-id"]
+    assert r.headers["x-request-id"] == out["request_id"]
 
 
 def test_get_and_version_and_extra_path(server: harness.Server) -> None:

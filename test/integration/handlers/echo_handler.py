@@ -49,6 +49,7 @@ def handle(data: list[dict[str, Any]] | None, context: Context) -> list[Any]:
             "types": {k: type(v).__name__ for k, v in row.items()},
             "batch": len(data),
             "pid": os.getpid(),
+            "request_id": context.get_request_id(idx),
             "version": ((context.manifest or {}).get("model") or {}).get("modelVersion"),
             "url_path": context.get_request_header(idx, "url_path"),
             "explain": context.get_request_header(idx, "explain"),

@@ -15,14 +15,14 @@ import org.tserve.wlm.ModelList;
 import org.tserve.wlm.WorkerDescription;
 
 /** TorchServe's describe and list JSON shapes (§2.4), field order as TorchServe writes them. */
-final class DescribeJson {
+public final class DescribeJson {
     private static final DateTimeFormatter TIME = DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
             .withZone(ZoneOffset.UTC);
 
     private DescribeJson() {
     }
 
-    static JsonObject model(ModelDescription d, byte[] customized) {
+    public static JsonObject model(ModelDescription d, byte[] customized) {
         ModelSettings s = d.settings();
         JsonObject o = new JsonObject();
         o.addProperty("modelName", d.modelName());
@@ -88,7 +88,7 @@ final class DescribeJson {
         return o;
     }
 
-    static JsonObject list(ModelList l) {
+    public static JsonObject list(ModelList l) {
         JsonObject o = new JsonObject();
         if (l.nextPageToken() != null) {
             o.addProperty("nextPageToken", l.nextPageToken());

@@ -80,7 +80,7 @@ final class InferenceApi {
         headers.add(new Header("explain", explain ? "True" : "False"));
         List<Part> parts = InputParser.parts(req);
         org.tserve.metrics.MetricsRegistry.get().requestReceived(model, version);   // ts_inference_requests_total
-        Job job = new Job(model, version, headers, parts, new HttpJobResponder(ex));
+        Job job = new Job(ex.requestId, model, version, headers, parts, new HttpJobResponder(ex));
         try {
             models.submit(job);
         } catch (WlmException e) {

@@ -40,6 +40,12 @@ public final class Job {
         this(UUID.randomUUID().toString(), Kind.INFERENCE, modelName, version, headers, parts, responder);
     }
 
+    /** Same, with the request id the handler sees (e.g. the HTTP response's x-request-id). */
+    public Job(String id, String modelName, String version, List<Header> headers, List<Part> parts,
+               JobResponder responder) {
+        this(id, Kind.INFERENCE, modelName, version, headers, parts, responder);
+    }
+
     private Job(String id, Kind kind, String modelName, String version, List<Header> headers, List<Part> parts,
                 JobResponder responder) {
         this.id = id;
