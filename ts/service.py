@@ -39,6 +39,7 @@ def decode_value(content_type: str, value: bytes, decode: bool) -> Any:
     """application/json -> json.loads (bytes if invalid), text/* -> str, else bytes."""
     if not decode:
         return value
+    content_type = content_type.split(";", 1)[0].strip().lower()  # multipart parts may keep parameters
     if content_type == "application/json":
         try:
             return json.loads(value.decode("utf-8"))

@@ -58,6 +58,8 @@ def test_decode_batch_matches_torchserve(monkeypatch):
     assert ids == {0: "a"}
     assert procs[0].get_request_properties() == {"h": "v", "body": {"content-type": "application/json"},
                                                  "t": {"content-type": "text/plain"}, "f": {"content-type": ""}}
+    param = decode_batch([Request("p", [], [Part("f", "application/json; charset=utf-8", b"[1]")])])[0]
+    assert param == [{"f": [1]}]
     monkeypatch.setenv("TS_DECODE_INPUT_REQUEST", "false")
     data, _, _ = decode_batch(reqs)
     assert data == [{"body": b'{"a": 1}', "t": "é".encode(), "f": b"\x00"}]
