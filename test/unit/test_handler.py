@@ -283,3 +283,17 @@ def test_helper_classes_beside_the_handler_class_are_allowed(tmp_path):
     """)
     d = write_model_dir(tmp_path / "helper", {"handler": "custom_helper.py"}, {"custom_helper.py": src})
     assert load(d).predict([Request("a", [], [])])[0].body == b"ok"
+
+
+def test_torch_profiler_when_enabled(tmp_path, monkeypatch):
+    buf = io.BytesIO()
+    torch.jit.save(torch.jit.trace(_tiny_cnn_module(), torch.randn(1, 3, 224, 224)), buf)
+    d = write_model_dir(tmp_path / "prof", {"handler": "image_classifier", "serializedFile": "m.pt"}, {"m.pt": buf.getvalue()})
+    svc = load(d)
+    traces = []
+    svc.handler.profiler_args = {"activities": [torch.profiler.ProfilerActivity.CPU], "on_trace_ready": traces.append}
+    monkeypatch.setenv("ENABLE_TORCH_PROFILER", "true")
+    out = svc.predict([image_request("a", png(32, 32))])
+    assert out[0].status == 200, out[0].message
+    names = {e.key for e in traces[0].key_averages()}
+    assert {"preprocess", "inference", "postprocess"} <= names

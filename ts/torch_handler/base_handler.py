@@ -177,6 +177,8 @@ class BaseHandler:
         self.context = context
         if self._is_describe():
             output = [self.describe_handle()]
+        elif os.environ.get("ENABLE_TORCH_PROFILER", "false").lower() == "true":
+            output = self._infer_with_profiler(data)
         else:
             pre = self.preprocess(data)
             if self._is_explain():
@@ -185,6 +187,31 @@ class BaseHandler:
                 output = self.postprocess(self.inference(pre))
         if context.metrics is not None:
             context.metrics.add_time("HandlerTime", round((time.time() - start) * 1000, 2), None, "ms")
+        return output
+
+    def _infer_with_profiler(self, data: list[dict[str, Any]]) -> Any:
+        """TorchServe's ENABLE_TORCH_PROFILER=true: traces in /tmp/pytorch_profiler/<model>."""
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        if not self.profiler_args:
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+            self.profiler_args = {"activities": activities, "record_shapes": True}
+        if "on_trace_ready" not in self.profiler_args:
+            name = (self.manifest or {}).get("model", {}).get("modelName", "")
+            self.profiler_args["on_trace_ready"] = torch.profiler.tensorboard_trace_handler(
+                os.path.join("/tmp/pytorch_profiler", name))
+        with profile(**self.profiler_args) as prof:
+            with record_function("preprocess"):
+                pre = self.preprocess(data)
+            if self._is_explain():
+                with record_function("explain"):
+                    output = self.explain_handle(pre, data)
+            else:
+                with record_function("inference"):
+                    output = self.inference(pre)
+                with record_function("postprocess"):
+                    output = self.postprocess(output)
+        logger.info(prof.key_averages().table(sort_by="cpu_time_total", row_limit=10))
         return output
 
     def explain_handle(self, data_preprocess: Any, raw_data: list[dict[str, Any]]) -> Any:
