@@ -25,6 +25,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = tmp_path_factory.mktemp("store")
     harness.build_mar(store, "echo", HANDLERS / "echo_handler.py")
     harness.build_mar(store, "broken", HANDLERS / "broken_handler.py")
+    harness.build_mar(store, "yamlcfg", HANDLERS / "echo_handler.py",
+                      config_yaml="batchSize: 3\nresponseTimeout: 77\nmaxBatchDelay: 9\nhandler:\n  anything: 1\n")
+    harness.build_mar(store, "badyaml", HANDLERS / "echo_handler.py", config_yaml="batchSize: many\n")
     for version in ("1.0", "2.0"):
         out = harness.build_mar(store / f"v{version}", "multi", HANDLERS / "echo_handler.py", version=version)
         shutil.move(str(out), store / f"multi_v{version}.mar")
@@ -89,6 +92,22 @@ def test_register_errors(server: harness.Server) -> None:
     assert r.status_code == 409
     assert r.json()["message"] == "Model version 1.0 is already registered for model dup"
     assert mgmt(server, "DELETE", "/models/dup").status_code == 200
+
+
+def test_settings_priority_properties_then_yaml_then_api(server: harness.Server) -> None:
+    r = server.register("yamlcfg.mar", initial_workers=0, batch_size=5)
+    assert r.status_code == 200, r.text
+    (d,) = describe(server, "yamlcfg")
+    # the API's batch_size beats the yaml; the yaml beats config.properties' defaults
+    assert (d["batchSize"], d["responseTimeout"], d["maxBatchDelay"], d["startupTimeout"]) == (5, 77, 9, 120)
+    assert mgmt(server, "DELETE", "/models/yamlcfg").status_code == 200
+
+
+def test_ill_typed_model_config_is_a_400_naming_the_key(server: harness.Server) -> None:
+    r = server.register("badyaml.mar", initial_workers=0)
+    assert r.status_code == 400, r.text
+    assert "batchSize" in r.json()["message"] and "integer" in r.json()["message"]
+    assert mgmt(server, "GET", "/models/badyaml").status_code == 404
 
 
 def test_failed_load_reports_the_handlers_error(server: harness.Server) -> None:
