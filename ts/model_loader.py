@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import json
@@ -197,8 +198,16 @@ def wrap_envelope(entry: Callable[..., Any], envelope: str) -> Callable[..., Any
 
 def load_service(req: LoadRequest, context: Context, spec: HandlerSpec) -> Service:
     """Instantiate and initialise the handler (the expensive part: loads the model)."""
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def settle(ret: Any) -> None:
+        nonlocal loop
+        if inspect.isawaitable(ret):  # async initialisation (TorchServe's async handlers)
+            loop = loop or asyncio.new_event_loop()
+            loop.run_until_complete(ret)
+
     if spec.function is not None:
-        spec.function(None, context)  # TorchServe's convention: initialize = fn(None, context)
+        settle(spec.function(None, context))  # TorchServe's convention: initialize = fn(None, context)
         entry = spec.function
         handler_obj = None
     else:
@@ -207,6 +216,8 @@ def load_service(req: LoadRequest, context: Context, spec: HandlerSpec) -> Servi
         if not hasattr(handler_obj, "handle"):
             raise LoadError(f"handler class {spec.cls.__name__} has no handle(data, context) method")
         if hasattr(handler_obj, "initialize"):
-            handler_obj.initialize(context)
+            settle(handler_obj.initialize(context))
         entry = handler_obj.handle
-    return Service(req.model_name, wrap_envelope(entry, req.envelope), context, handler_obj)
+    service = Service(req.model_name, wrap_envelope(entry, req.envelope), context, handler_obj)
+    service._loop = loop
+    return service

@@ -3,6 +3,8 @@ point, turn its return (or its exception) into one protocol Response per request
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import io
 import json
 import logging
@@ -170,6 +172,13 @@ class Service:
         self.entry = entry
         self.context = context
         self.handler = handler  # the handler instance for class handlers, else None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        # One persistent loop: async engines (e.g. vLLM) keep background tasks on it.
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
 
     def predict(self, requests: list[Request]) -> list[Response]:
         """Run the whole batch through the entry point; never raises for handler errors."""
@@ -179,7 +188,10 @@ class Service:
         self.context.set_batch(ids, processors)
         start = time.perf_counter()
         try:
-            results = check_results(self.entry(data, self.context), len(requests))
+            ret = self.entry(data, self.context)
+            if inspect.isawaitable(ret):  # TorchServe's async handlers (async def handle)
+                ret = self._event_loop().run_until_complete(ret)
+            results = check_results(ret, len(requests))
             ms = round((time.perf_counter() - start) * 1000, 2)
             if self.context.metrics is not None:
                 self.context.metrics.add_time(PREDICTION_METRIC, ms)  # as TorchServe's service.py

@@ -297,3 +297,22 @@ def test_torch_profiler_when_enabled(tmp_path, monkeypatch):
     assert out[0].status == 200, out[0].message
     names = {e.key for e in traces[0].key_averages()}
     assert {"preprocess", "inference", "postprocess"} <= names
+
+
+def test_async_handle_coroutines_are_awaited(tmp_path):
+    src = textwrap.dedent("""
+        import asyncio
+
+        STATE = {}
+
+        async def handle(data, context):
+            if data is None:
+                await asyncio.sleep(0)
+                STATE["ready"] = "init"
+                return None
+            await asyncio.sleep(0)
+            return [f"{STATE['ready']}:{row['body']}" for row in data]
+    """)
+    d = write_model_dir(tmp_path / "async", {"handler": "custom_async.py"}, {"custom_async.py": src})
+    out = load(d).predict([Request("a", [], [Part("body", "text/plain", b"x")])])
+    assert out[0].body == b"init:x"
