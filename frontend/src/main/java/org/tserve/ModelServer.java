@@ -93,18 +93,18 @@ public final class ModelServer {
         if (store != null && !new File(store).isDirectory()) {
             throw new ConfigException("Model store " + store + " is not a directory (model_store / -s)");
         }
-        banner(home);
+        String metricsCfg = cfg.get("metrics_config");
+        if (metricsCfg == null || metricsCfg.isEmpty()) {
+            Path def = Paths.get(home, "ts", "configs", "metrics.yaml");
+            metricsCfg = Files.isRegularFile(def) ? def.toString() : null;
+        }
+        banner(home, metricsCfg);
         Files.createDirectories(socketDir);
         tokens = new TokenAuthorization(cfg.isTokenAuthEnabled(), Paths.get(System.getProperty("user.dir"), "key_file.json"),
                 cfg.getDouble("token_expiration_min"));
         tokens.init();
         if (tokens.isEnabled()) {
             LOG.info("Token authorization is on: keys are in " + tokens.getFile());
-        }
-        String metricsCfg = cfg.get("metrics_config");
-        if (metricsCfg == null || metricsCfg.isEmpty()) {
-            Path def = Paths.get(home, "ts", "configs", "metrics.yaml");
-            metricsCfg = Files.isRegularFile(def) ? def.toString() : null;
         }
         WorkerEnvironment env = new WorkerEnvironment(cfg.getPython(), socketDir, home, metricsCfg,
                 cfg.getBool("decode_input_request"), cfg.get("worker_socket_type").equals("tcp"), cfg.get("blacklist_env_vars"),
@@ -127,14 +127,14 @@ public final class ModelServer {
         System.out.flush();
     }
 
-    private void banner(String home) {
+    private void banner(String home, String metricsCfg) {
         Runtime rt = Runtime.getRuntime();
         String[][] lines = {
             {"Torchserve version", version},
             {"TS Home", home},
             {"Current directory", System.getProperty("user.dir")},
             {"Temp directory", System.getProperty("java.io.tmpdir")},
-            {"Metrics config path", String.valueOf(cfg.get("metrics_config"))},
+            {"Metrics config path", String.valueOf(metricsCfg)},
             {"Number of GPUs", String.valueOf(cfg.getNumberOfGpu())},
             {"Number of CPUs", String.valueOf(rt.availableProcessors())},
             {"Max heap size", (rt.maxMemory() / (1024 * 1024)) + " M"},

@@ -311,10 +311,53 @@ public final class ConfigManager {
         return out;
     }
 
-    /** Number of GPUs: {@code number_of_gpu}, else 0 (tserve does not probe GPUs in the frontend yet). */
+    private volatile Integer detectedGpus;
+
+    /**
+     * Number of GPUs: {@code number_of_gpu} (capped at what is detected when detection works),
+     * else the GPUs {@code nvidia-smi} lists (honouring CUDA_VISIBLE_DEVICES), else 0.
+     */
     public int getNumberOfGpu() {
         String v = get("number_of_gpu");
-        return v == null ? 0 : Math.max(0, Integer.parseInt(v));
+        int detected = detectGpus();
+        if (v != null) {
+            int n = Math.max(0, Integer.parseInt(v));
+            return detected > 0 ? Math.min(n, detected) : n;
+        }
+        return detected;
+    }
+
+    private int detectGpus() {
+        Integer d = detectedGpus;
+        if (d != null) {
+            return d;
+        }
+        int n = 0;
+        try {
+            Process p = new ProcessBuilder("nvidia-smi", "--query-gpu=index", "--format=csv,noheader")
+                    .redirectErrorStream(true).start();
+            p.getOutputStream().close();
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            if (p.waitFor(10, java.util.concurrent.TimeUnit.SECONDS) && p.exitValue() == 0) {
+                for (String line : out.split("\n")) {
+                    if (line.trim().matches("\\d+")) {
+                        n++;
+                    }
+                }
+            } else {
+                p.destroyForcibly();
+            }
+            String visible = System.getenv("CUDA_VISIBLE_DEVICES");
+            if (n > 0 && visible != null) {
+                n = visible.trim().isEmpty() ? 0 : Math.min(n, visible.split(",").length);
+            }
+        } catch (IOException e) {
+            n = 0;   // no nvidia-smi: no GPU
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        detectedGpus = n;
+        return n;
     }
 
     /** The parsed {@code models} block: name → version → settings (keys as in model-config.yaml). */
