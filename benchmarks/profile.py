@@ -114,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--batch", type=int, default=1, choices=(1, 8))
     args = ap.parse_args(argv)
+    if args.server == "tserve":
+        servers.snapshot_tserve()
     kind = servers.kinds()[args.server]
     OUT.mkdir(parents=True, exist_ok=True)
     ts_store, peer_store = build_stores(servers.BENCH / "work", 20.0)

@@ -6,6 +6,7 @@ from typing import Any
 
 PEER = "torchserve-quiet"
 LOUD = "torchserve"
+TUNED = "tserve-tuned"
 
 
 def _get(d: dict[str, Any], *path: str) -> Any:
@@ -62,10 +63,11 @@ ROWS: list[tuple[str, tuple[str, ...], bool, float | None]] = [
 def render(results: dict[str, Any]) -> str:
     srv = results.get("servers", {})
     ts, peer, loud = srv.get("tserve", {}), srv.get(PEER, {}), srv.get(LOUD, {})
+    tuned = srv.get(TUNED)
     lines = [
         "| metric | tserve | TorchServe (quiet log4j2) | ratio | target | met | "
-        "TorchServe (default logs) | ratio |",
-        "|---|---|---|---|---|---|---|---|",
+        "TorchServe (default logs) | ratio |" + (" tserve, tuned JVM | ratio |" if tuned else ""),
+        "|---|---|---|---|---|---|---|---|" + ("---|---|" if tuned else ""),
     ]
     for label, path, higher, target in ROWS:
         a, b, c = _get(ts, *path), _get(peer, *path), _get(loud, *path)
@@ -77,10 +79,15 @@ def render(results: dict[str, Any]) -> str:
             ok = r >= target if higher else r <= target
             met = "yes" if ok else "**no**"
         tgt = "" if target is None else (f"≥ {target}" if higher else f"≤ {target}")
-        lines.append(f"| {label} | {_fmt(a)} | {_fmt(b)} | {_fmt(r)} | {tgt} | {met} | "
-                     f"{_fmt(c)} | {_fmt(_ratio(a, c))} |")
+        row = (f"| {label} | {_fmt(a)} | {_fmt(b)} | {_fmt(r)} | {tgt} | {met} | "
+               f"{_fmt(c)} | {_fmt(_ratio(a, c))} |")
+        if tuned is not None:
+            t = _get(tuned, *path)
+            row += f" {_fmt(t)} | {_fmt(_ratio(t, b))} |"
+        lines.append(row)
     lines += _error_rows(srv)
     lines.append("")
+    lines += _compat(srv)
     lines += _pipeline(results)
     lines += _limit(results)
     m = results.get("machine", {})
@@ -110,6 +117,15 @@ def _error_rows(srv: dict[str, Any]) -> list[str]:
         elif total:
             out.append(f"| {name}: failed requests (all cells) | {total} | | | | | | |")
     return out
+
+
+def _compat(srv: dict[str, Any]) -> list[str]:
+    ts, peer = _get(srv, "tserve", "compat"), _get(srv, PEER, "compat")
+    if not ts and not peer:
+        return []
+    return ["Archive compatibility (each server serving the archive the other archiver built): "
+            f"tserve serving torch-model-archiver 0.12.0's: {ts or '–'}; TorchServe serving "
+            f"tserve's model_archiver's: {peer or '–'}.", ""]
 
 
 def _pipeline(results: dict[str, Any]) -> list[str]:

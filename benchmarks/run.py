@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -50,6 +51,10 @@ def build_stores(work: Path, pipeline_ms: float) -> tuple[Path, Path]:
     for spec in specs:
         models.build_tserve(spec, ts_store)
         models.build_torchserve(spec, peer_store, archiver)
+    # Each server also gets the other archiver's echo and mlp, as x_<name>.mar (compat check).
+    for name in ("echo", "mlp"):
+        shutil.copyfile(peer_store / f"{name}.mar", ts_store / f"x_{name}.mar")
+        shutil.copyfile(ts_store / f"{name}.mar", peer_store / f"x_{name}.mar")
     return ts_store, peer_store
 
 
@@ -59,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per cell (default 5)")
     ap.add_argument("--only", default=",".join(ALL),
                     help=f"comma list of scenarios to run, from {','.join(ALL)}")
-    ap.add_argument("--servers", default="tserve,torchserve-quiet,torchserve",
-                    help="server kinds to compare (default: all three)")
+    ap.add_argument("--servers", default="tserve,torchserve-quiet,torchserve,tserve-tuned",
+                    help="server kinds to compare (default: all four)")
     ap.add_argument("--no-wrk", action="store_true", help="skip the wrk second opinion")
     ap.add_argument("--out", default=str(servers.BENCH), help="where results go (.bench/)")
     args = ap.parse_args(argv)
@@ -68,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = only - set(ALL)
     if unknown:
         ap.error(f"unknown scenario(s) {sorted(unknown)}: choose from {','.join(ALL)}")
+    try:
+        snapshot = (servers.snapshot_tserve()
+                    if any(k.startswith("tserve") for k in args.servers.split(",")) else {})
+    except servers.ServerError as exc:
+        print(f"benchmarks: {exc}", file=sys.stderr)
+        return 1
     kinds = servers.kinds()
     chosen = args.servers.split(",")
     bad = [k for k in chosen if k not in kinds]
@@ -81,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     st = Settings(duration_s=args.duration, use_wrk=not args.no_wrk)
     results: dict[str, Any] = {"machine": machine(), "settings": vars(st), "servers": {},
+                               "tserve_build": snapshot,
                                "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]])}
     t0 = time.monotonic()
     out_dir = Path(args.out).resolve()
@@ -88,18 +100,20 @@ def main(argv: list[str] | None = None) -> int:
           "0.12.0)", flush=True)
     ts_store, peer_store = build_stores(out_dir / "work", st.pipeline_ms)
     for name in chosen:
-        store = ts_store if name == "tserve" else peer_store
+        store = ts_store if name.startswith("tserve") else peer_store
         res: dict[str, Any] = {}
         print(f"== {name}", flush=True)
         try:
             if "echo" in only:
                 res.update(scenarios.steady_state(kinds[name], store, st,
                                                   with_mlp=name != "torchserve",
-                                                  with_wrk=name != "torchserve"))
+                                                  with_wrk=name in ("tserve", "torchserve-quiet")))
+            if "echo" in only and name in ("tserve", "torchserve-quiet"):
+                res["compat"] = scenarios.cross_archives(kinds[name], store)
             if "startup" in only:
                 res["startup"] = scenarios.startup(kinds[name], store, st)
-            if "pipeline" in only and name != "torchserve":
-                pools = (0, 1) if name == "tserve" else (0,)
+            if "pipeline" in only and name in ("tserve", "torchserve-quiet"):
+                pools = (0, 1) if name.startswith("tserve") else (0,)
                 res["pipeline"] = scenarios.pipeline(kinds[name], store, st, pools)
         except (servers.ServerError, loadgen.LoadError) as exc:
             print(f"  [{name}] FAILED: {exc}", flush=True)

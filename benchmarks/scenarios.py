@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import loadgen, procstat, wrk
-from benchmarks.servers import LitServeServer, Server, ServerKind
+from benchmarks.servers import LitServeServer, Server, ServerError, ServerKind, http_request
 
 MLP_BODY = bytes(64 * 4)  # 64 float32 zeros
 
@@ -127,6 +127,23 @@ def steady_state(kind: ServerKind, store: Path, st: Settings, with_mlp: bool = T
                 _log(kind.name, f"wrk echo b{batch} c{conc}", cell)
         _settle(srv.pid)
         out["rss"]["after_load"] = procstat.split_rss(srv.pid)
+    return out
+
+
+def cross_archives(kind: ServerKind, store: Path) -> dict[str, str]:
+    """Serve the archives the *other* archiver built (x_echo.mar, x_mlp.mar): same format?"""
+    out: dict[str, str] = {}
+    with Server(kind, store) as srv:
+        srv.wait_ready()
+        for name, body in (("echo", b"x"), ("mlp", MLP_BODY)):
+            try:
+                srv.register(f"x_{name}.mar", f"x_{name}", batch_size=1, delay_ms=5)
+                status, data = http_request(srv.inference_port, "POST",
+                                            f"/predictions/x_{name}", body)
+                out[name] = "ok" if status == 200 else f"HTTP {status}: {data[:200]!r}"
+            except (ServerError, OSError) as exc:
+                out[name] = f"failed: {exc}"[:300]
+    print(f"  [{kind.name}] archives from the other archiver: {out}", flush=True)
     return out
 
 

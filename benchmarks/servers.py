@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import http.client
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import time
 import urllib.parse
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,17 +99,67 @@ class ServerKind:
     extra_config: dict[str, str] = field(default_factory=dict)
 
 
+SNAPSHOT = BENCH / "snapshot"
+# Small, fixed heap (SerialGC shrinks it back after load), one Netty arena with 4 MiB chunks,
+# C1 only (on 2 cores C2 compilation competes with serving for seconds after start).
+TUNED_VMARGS = ("-XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError -Xms16m -Xmx128m "
+                "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 -XX:TieredStopAtLevel=1 "
+                "-Dio.netty.allocator.numDirectArenas=1 -Dio.netty.allocator.numHeapArenas=1 "
+                "-Dio.netty.allocator.maxOrder=9")
+
+
+def snapshot_tserve(attempts: int = 5) -> dict[str, str]:
+    """Copy ts/ (with the frontend jar) and model_archiver/ to .bench/snapshot.
+
+    tserve then runs from the copy (PYTHONPATH wins over the editable install when the working
+    directory is not the repository), so a jar rebuilt by someone else during a run cannot pull
+    classes out from under a running JVM. Returns what was copied, for the results.
+    """
+    jar = REPO / "ts" / "frontend" / "tserve-frontend.jar"
+    if not jar.is_file():
+        raise ServerError(f"{jar} is missing: build it with 'make install' "
+                          "(or 'gradle --offline packageJar')")
+    for attempt in range(attempts):
+        if SNAPSHOT.exists():
+            shutil.rmtree(SNAPSHOT)
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(REPO / "ts", SNAPSHOT / "ts", ignore=ignore)
+        shutil.copytree(REPO / "model-archiver" / "model_archiver", SNAPSHOT / "model_archiver",
+                        ignore=ignore)
+        copied = SNAPSHOT / "ts" / "frontend" / "tserve-frontend.jar"
+        try:
+            with zipfile.ZipFile(copied) as zf:
+                zf.getinfo("META-INF/MANIFEST.MF")
+            break
+        except (zipfile.BadZipFile, KeyError):
+            if attempt == attempts - 1:
+                raise ServerError(f"{jar} is not a complete jar (being rebuilt?)") from None
+            time.sleep(5)  # the jar is being written right now: copy it again a bit later
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False).stdout.strip()
+    return {"git_head": head, "jar_mtime": time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(jar.stat().st_mtime)), "jar_bytes": str(jar.stat().st_size)}
+
+
 def kinds() -> dict[str, ServerKind]:
     quiet = BENCH / "log4j2-quiet.xml"
     quiet.parent.mkdir(parents=True, exist_ok=True)
     quiet.write_text(QUIET_LOG4J2)
-    tserve_path = f"{REPO}:{REPO / 'model-archiver'}"
+    if (SNAPSHOT / "ts" / "frontend" / "tserve-frontend.jar").is_file():
+        tserve_path = str(SNAPSHOT)
+    else:
+        tserve_path = f"{REPO}:{REPO / 'model-archiver'}"
     ts_bin = BENCH_VENV / "bin" / "torchserve"
     # TorchServe must never see tserve's `ts` package: no PYTHONPATH, cwd outside the repo.
     drop = ("PYTHONPATH", "TS_CONFIG_FILE")
+    tserve_cli = REPO / ".venv" / "bin" / "torchserve"
     return {
-        "tserve": ServerKind("tserve", REPO / ".venv" / "bin" / "torchserve",
+        "tserve": ServerKind("tserve", tserve_cli,
                              env={"PYTHONPATH": tserve_path}, drop_env=("TS_CONFIG_FILE",)),
+        # The JVM flags docs/benchmarks.md suggests for the launcher's defaults (vmargs key).
+        "tserve-tuned": ServerKind("tserve-tuned", tserve_cli, env={"PYTHONPATH": tserve_path},
+                                   drop_env=("TS_CONFIG_FILE",),
+                                   extra_config={"vmargs": TUNED_VMARGS}),
         "torchserve": ServerKind("torchserve", ts_bin, drop_env=drop),
         "torchserve-quiet": ServerKind("torchserve-quiet", ts_bin, drop_env=drop,
                                        extra_args=["--log-config", str(quiet)]),
