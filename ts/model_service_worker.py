@@ -240,8 +240,7 @@ class Worker:
         try:
             req = LoadRequest.from_json(codec.decode_json_body(frame.body, "LOAD body"))
             self.model_name = req.model_name
-            logger.info("loading model %s from %s (handler %s)", req.model_name, req.model_path,
-                        req.handler or "base_handler")
+            logger.info("loading model %s from %s", req.model_name, req.model_path)
             if self.ranks.distributed:
                 init_process_group(self.ranks, req.device_type,
                                    float(os.environ.get("TS_DIST_TIMEOUT_S", "300")))

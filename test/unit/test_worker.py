@@ -388,7 +388,12 @@ def test_torchrun_job_serves_and_survives_an_elastic_restart(tmp_path):
         socks = job.connect_all()
         # a fresh process group on the shared agent store: needs the per-attempt prefix
         assert _load_and_infer(socks, model_dir)["sum"] == 3.0
-        assert any("prefix tserve/attempt1" in line for line in job.lines), "\n".join(job.lines)
+        import time
+
+        deadline = time.monotonic() + 30  # torchrun's --tee forwards rank output asynchronously
+        while not any("prefix tserve/attempt1" in line for line in list(job.lines)):
+            assert time.monotonic() < deadline, "\n".join(job.lines)
+            time.sleep(0.05)
         for s in socks:
             s.close()
     finally:

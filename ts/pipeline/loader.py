@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from ts.model_loader import LoadError, LoadRequest, build_context, load_service, read_manifest, read_model_yaml, resolve_handler
+
+logger = logging.getLogger("ts.worker")
 
 
 def device_name(req: LoadRequest, local_rank: int, distributed: bool) -> str:
@@ -29,6 +32,8 @@ def load_pipeline(req: LoadRequest, metrics_config: str | None, ranks: Any,
     context = build_context(req, manifest, yaml_cfg, metrics_config, ranks.rank, ranks.local_rank,
                             ranks.world_size, device)
     spec = resolve_handler(req.handler, req.model_path)
+    logger.info("model %s: handler %s%s, batch size %d, preprocess workers %d", req.model_name, req.handler,
+                f", envelope {req.envelope}" if req.envelope else "", req.batch_size, req.preprocess_workers)
     answer = ranks.local_rank == 0  # TorchServe: only LOCAL_RANK 0 answers inference
     if req.preprocess_workers < 0:
         raise LoadError(f"preprocessWorkers must be >= 0, got {req.preprocess_workers}")
