@@ -42,6 +42,7 @@ public final class ModelManager {
     private final Map<String, Versions> models = new ConcurrentHashMap<>();
     private final Object registry = new Object();
     private final AtomicInteger nextPort;
+    private final AtomicInteger nextDistributionPort;
     private final ScheduledThreadPoolExecutor scheduler;
     private final List<WlmListener> listeners = new CopyOnWriteArrayList<>();
     private volatile boolean shuttingDown;
@@ -61,6 +62,7 @@ public final class ModelManager {
         this.tmpRoot = tmpRoot;
         this.locator = new ModelLocator(cfg.getModelStore(), cfg.allowedUrls(), cfg.getLong("max_download_size"));
         this.nextPort = new AtomicInteger(cfg.getInt("initial_worker_port"));
+        this.nextDistributionPort = new AtomicInteger(cfg.getInt("initial_distribution_port"));
         this.scheduler = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "wlm-timer");
             t.setDaemon(true);
@@ -195,7 +197,27 @@ public final class ModelManager {
         List<WorkerThread> out = new ArrayList<>();
         ModelSettings s = model.getSettings();
         for (int i = 0; i < n; i++) {
-            WorkerThread w = new WorkerThread(this, model, nextPort.getAndIncrement(), gpuFor(model, s));
+            WorkerThread w;
+            if (WorkerProcess.isTorchrun(s)) {
+                // ranks listen on port + local rank, so a job takes parallelLevel ports
+                int port = nextDistributionPort.getAndAdd(s.parallelLevel);
+                int gpus = cfg.getNumberOfGpu();
+                String visible = null;
+                int gpu = -1;
+                if ("gpu".equals(s.deviceType) && gpus > 0) {
+                    int start = model.gpuCounter.getAndAdd(s.parallelLevel);
+                    List<String> ids = new ArrayList<>();
+                    for (int r = 0; r < s.parallelLevel; r++) {
+                        int k = start + r;
+                        ids.add(String.valueOf(s.deviceIds.isEmpty() ? k % gpus : s.deviceIds.get(k % s.deviceIds.size())));
+                    }
+                    visible = String.join(",", ids);
+                    gpu = 0;
+                }
+                w = new WorkerThread(this, model, port, gpu, visible);
+            } else {
+                w = new WorkerThread(this, model, nextPort.getAndIncrement(), gpuFor(model, s), null);
+            }
             model.workers.add(w);
             out.add(w);
             w.start();

@@ -16,6 +16,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Logger;
 import java.util.regex.Pattern;
+import org.tserve.config.ModelSettings;
 import org.tserve.util.Logging;
 
 /**
@@ -43,13 +44,56 @@ final class WorkerProcess {
         return env.socketDir.resolve(".ts.sock." + port);
     }
 
-    static WorkerProcess start(WorkerEnvironment env, Model model, int port, String workerName) throws IOException {
-        List<String> cmd = new ArrayList<>(List.of(env.python, "-m", "ts.model_service_worker"));
+    /** A torchrun job: {@code parallelType} pp, tp or pptp with {@code parallelLevel > 0} (TorchServe's rule). */
+    static boolean isTorchrun(ModelSettings s) {
+        return s.parallelLevel > 0 && (s.parallelType.equals("pp") || s.parallelType.equals("tp")
+                || s.parallelType.equals("pptp"));
+    }
+
+    /**
+     * {@code <python> -m torch.distributed.run ... -m ts.model_service_worker}: one elastic agent
+     * with {@code parallelLevel} ranks, each listening on socket {@code port + local rank}.
+     */
+    private static List<String> torchrunPrefix(WorkerEnvironment env, ModelSettings s, Model model, int port) {
+        Map<String, Object> t = s.torchrun;
+        List<String> cmd = new ArrayList<>(List.of(env.python, "-m", "torch.distributed.run"));
+        String nnodes = String.valueOf(t.getOrDefault("nnodes", 1));
+        cmd.addAll(List.of("--nnodes", nnodes, "--nproc-per-node", String.valueOf(s.parallelLevel)));
+        Object endpoint = t.get("rdzv-endpoint");
+        if (endpoint == null && nnodes.equals("1")) {
+            cmd.add("--standalone");   // c10d on a free local port: jobs never share a rendezvous
+        } else {
+            cmd.addAll(List.of("--rdzv-backend", String.valueOf(t.getOrDefault("rdzv-backend", "c10d")),
+                    "--rdzv-id", model.name + "_" + port));
+            if (endpoint != null) {
+                cmd.addAll(List.of("--rdzv-endpoint", String.valueOf(endpoint)));
+            }
+            if (t.get("node-rank") != null) {
+                cmd.addAll(List.of("--node-rank", String.valueOf(t.get("node-rank"))));
+            }
+        }
+        Path logDir = Logging.logDir().toPath().resolve("torchelastic_ts");
+        cmd.addAll(List.of("--max-restarts", String.valueOf(t.getOrDefault("max-restarts", 1))));
+        if (t.get("monitor-interval") != null) {
+            cmd.addAll(List.of("--monitor-interval", String.valueOf(t.get("monitor-interval"))));
+        }
+        cmd.addAll(List.of("--log-dir", logDir.toString(), "--tee", "3", "-m", "ts.model_service_worker"));
+        return cmd;
+    }
+
+    static WorkerProcess start(WorkerEnvironment env, Model model, int port, String workerName, String visibleDevices)
+            throws IOException {
+        ModelSettings settings = model.getSettings();
+        boolean torchrun = isTorchrun(settings);
+        List<String> cmd = torchrun ? torchrunPrefix(env, settings, model, port)
+                : new ArrayList<>(List.of(env.python, "-m", "ts.model_service_worker"));
         if (env.useTcp) {
             cmd.addAll(List.of("--sock-type", "tcp", "--host", "127.0.0.1", "--port", String.valueOf(port)));
         } else {
             Path sock = socketPath(env, port);
-            Files.deleteIfExists(sock);
+            for (int r = 0; r < (torchrun ? settings.parallelLevel : 1); r++) {
+                Files.deleteIfExists(socketPath(env, port + r));
+            }
             cmd.addAll(List.of("--sock-type", "unix", "--sock-name", sock.toString()));
         }
         if (env.metricsConfig != null && !env.metricsConfig.isEmpty()) {
@@ -76,6 +120,17 @@ final class WorkerProcess {
         e.put("PYTHONPATH", String.join(File.pathSeparator, path));
         e.put("TS_DECODE_INPUT_REQUEST", String.valueOf(env.decodeInputRequest));
         e.put("PYTHONUNBUFFERED", "1");
+        if (torchrun) {
+            // a fresh rendezvous store per elastic restart attempt (see shared notes on torchrun)
+            e.put("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1");
+            e.put("OMP_NUM_THREADS", String.valueOf(settings.torchrun.getOrDefault("OMP_NUMBER_THREADS", 1)));
+            if (!e.containsKey("HF_HUB_OFFLINE")) {
+                e.put("HF_HUB_OFFLINE", "1");
+            }
+        }
+        if (visibleDevices != null) {
+            e.put("CUDA_VISIBLE_DEVICES", visibleDevices);
+        }
         LOG.info(workerName + ": launching " + String.join(" ", cmd));
         WorkerProcess wp = new WorkerProcess(pb.start(), workerName);
         wp.process.getOutputStream().close();

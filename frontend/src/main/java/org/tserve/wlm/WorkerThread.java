@@ -75,26 +75,35 @@ final class WorkerThread {
         }
     }
 
-    /** The socket to the backend plus the reader thread's state. */
+    /**
+     * The sockets to the backend (one per rank of a torchrun job; rank 0 answers inference) plus
+     * the reader threads' state.
+     */
     private final class Connection {
-        final SocketChannel channel;
+        final SocketChannel[] channels;
         final Object writeLock = new Object();
-        final CompletableFuture<Frame> loadReply = new CompletableFuture<>();
+        final List<CompletableFuture<Frame>> loadReplies = new ArrayList<>();
         final Semaphore permits;
         volatile String deadReason;
 
-        Connection(SocketChannel channel, int inFlightLimit) {
-            this.channel = channel;
+        Connection(SocketChannel[] channels, int inFlightLimit) {
+            this.channels = channels;
             this.permits = new Semaphore(inFlightLimit);
+            for (int i = 0; i < channels.length; i++) {
+                loadReplies.add(new CompletableFuture<>());
+            }
         }
 
         boolean alive() {
             return deadReason == null;
         }
 
-        void write(int type, long batchId, byte[] body) throws IOException {
+        /** Writes to rank 0, or to every rank when {@code allRanks}. */
+        void write(int type, long batchId, byte[] body, boolean allRanks) throws IOException {
             synchronized (writeLock) {
-                Codec.write(channel, type, batchId, body);
+                for (int r = 0; r < (allRanks ? channels.length : 1); r++) {
+                    Codec.write(channels[r], type, batchId, body);
+                }
             }
         }
 
@@ -102,11 +111,15 @@ final class WorkerThread {
             if (deadReason == null) {
                 deadReason = reason;
             }
-            loadReply.completeExceptionally(new IOException(reason));
-            try {
-                channel.close();
-            } catch (IOException ignored) {
-                // already closed
+            for (CompletableFuture<Frame> f : loadReplies) {
+                f.completeExceptionally(new IOException(reason));
+            }
+            for (SocketChannel ch : channels) {
+                try {
+                    ch.close();
+                } catch (IOException ignored) {
+                    // already closed
+                }
             }
         }
     }
@@ -122,11 +135,14 @@ final class WorkerThread {
         }
     }
 
-    WorkerThread(ModelManager manager, Model model, int port, int gpuId) {
+    private final String visibleDevices;
+
+    WorkerThread(ModelManager manager, Model model, int port, int gpuId, String visibleDevices) {
         this.manager = manager;
         this.model = model;
         this.port = port;
         this.gpuId = gpuId;
+        this.visibleDevices = visibleDevices;
         this.name = "W-" + port + "-" + model.name + "_" + model.version;
     }
 
@@ -268,14 +284,30 @@ final class WorkerThread {
         startTime = System.currentTimeMillis();
         ModelSettings s = model.getSettings();
         WorkerEnvironment env = manager.workerEnvironment();
-        process = WorkerProcess.start(env, model, port, name);
+        process = WorkerProcess.start(env, model, port, name, visibleDevices);
         long deadline = System.currentTimeMillis() + s.startupTimeout * 1000L;
-        SocketChannel ch = connect(env, deadline, s.startupTimeout);
-        Connection c = new Connection(ch, s.inFlightLimit());
+        int ranks = ranks(s);
+        SocketChannel[] chs = new SocketChannel[ranks];
+        try {
+            for (int r = 0; r < ranks; r++) {
+                chs[r] = connect(env, port + r, deadline, s.startupTimeout);
+            }
+        } catch (WorkerFailure | InterruptedException e) {
+            for (SocketChannel ch : chs) {
+                if (ch != null) {
+                    ch.close();
+                }
+            }
+            throw e;
+        }
+        Connection c = new Connection(chs, s.inFlightLimit());
         conn = c;
-        Thread reader = new Thread(() -> readLoop(c), name + "-reader");
-        reader.setDaemon(true);
-        reader.start();
+        for (int r = 0; r < ranks; r++) {
+            int rank = r;
+            Thread reader = new Thread(() -> readLoop(c, rank), name + "-reader" + (ranks > 1 ? "-rank" + r : ""));
+            reader.setDaemon(true);
+            reader.start();
+        }
         load(c, deadline, s);
         state = WorkerState.READY;
         LOG.info(name + ": model " + model.name + " version " + model.version + " loaded by worker pid " + process.pid());
@@ -288,7 +320,17 @@ final class WorkerThread {
         return true;
     }
 
-    private SocketChannel connect(WorkerEnvironment env, long deadline, int timeoutSec)
+    /** Ranks of one worker: parallelLevel for a torchrun job, else 1. */
+    static int ranks(ModelSettings s) {
+        return WorkerProcess.isTorchrun(s) ? s.parallelLevel : 1;
+    }
+
+    /** Inference goes to every rank for tensor parallel types, to rank 0 otherwise (TorchServe's rule). */
+    private static boolean broadcast(ModelSettings s) {
+        return WorkerProcess.isTorchrun(s) && !s.parallelType.equals("pp");
+    }
+
+    private SocketChannel connect(WorkerEnvironment env, int rankPort, long deadline, int timeoutSec)
             throws WorkerFailure, InterruptedException {
         while (true) {
             WorkerProcess p = process;
@@ -304,10 +346,10 @@ final class WorkerThread {
             try {
                 if (env.useTcp) {
                     ch = SocketChannel.open();
-                    ch.connect(new InetSocketAddress("127.0.0.1", port));
+                    ch.connect(new InetSocketAddress("127.0.0.1", rankPort));
                 } else {
                     ch = SocketChannel.open(StandardProtocolFamily.UNIX);
-                    ch.connect(UnixDomainSocketAddress.of(WorkerProcess.socketPath(env, port)));
+                    ch.connect(UnixDomainSocketAddress.of(WorkerProcess.socketPath(env, rankPort)));
                 }
                 return ch;
             } catch (IOException e) {
@@ -320,8 +362,8 @@ final class WorkerThread {
                 }
             }
             if (System.currentTimeMillis() > deadline) {
-                throw new WorkerFailure(500, "Worker did not start listening within startupTimeout " + timeoutSec + " s: "
-                        + p.lastErrorLines(5));
+                throw new WorkerFailure(500, "Worker did not start listening on " + (env.useTcp ? "port " : "socket ")
+                        + rankPort + " within startupTimeout " + timeoutSec + " s: " + p.lastErrorLines(5));
             }
             Thread.sleep(20);
         }
@@ -343,17 +385,26 @@ final class WorkerThread {
         j.addProperty("parallelLevel", s.parallelLevel);
         j.addProperty("preprocessWorkers", s.preprocessWorkers);
         j.addProperty("postprocessInPool", s.postprocessInPool);
-        c.write(FrameType.LOAD, LOAD_BATCH_ID, j.toString().getBytes(StandardCharsets.UTF_8));
+        c.write(FrameType.LOAD, LOAD_BATCH_ID, j.toString().getBytes(StandardCharsets.UTF_8), true);
+        for (int rank = 0; rank < c.loadReplies.size(); rank++) {
+            checkLoaded(c, rank, deadline, s);
+        }
+    }
+
+    private void checkLoaded(Connection c, int rank, long deadline, ModelSettings s)
+            throws WorkerFailure, InterruptedException {
+        String who = c.loadReplies.size() > 1 ? " (rank " + rank + ")" : "";
         Frame f;
         try {
-            f = c.loadReply.get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
+            f = c.loadReplies.get(rank).get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
         } catch (TimeoutException e) {
-            throw new WorkerFailure(500, "Worker did not load the model within startupTimeout " + s.startupTimeout + " s");
+            throw new WorkerFailure(500, "Worker" + who + " did not load the model within startupTimeout "
+                    + s.startupTimeout + " s");
         } catch (java.util.concurrent.ExecutionException e) {
             process.stop(2000);
             process.drainLogs(500);
-            throw new WorkerFailure(500, "Worker closed the connection while loading (exit status " + process.exitStatus()
-                    + "): " + process.lastErrorLines(8));
+            throw new WorkerFailure(500, "Worker" + who + " closed the connection while loading (exit status "
+                    + process.exitStatus() + "): " + process.lastErrorLines(8));
         }
         int status = 500;
         String message = f.text();
@@ -367,8 +418,10 @@ final class WorkerThread {
         if (f.type != FrameType.LOADED || status != 200) {
             process.drainLogs(300);
             String tail = process.lastErrorLines(5);
-            LOG.severe(name + ": model load failed (" + status + "): " + message + (tail.isEmpty() ? "" : " | " + tail));
-            throw new WorkerFailure(status == 507 ? 507 : 500, message + (tail.isEmpty() ? "" : " | last worker output: " + tail));
+            LOG.severe(name + ": model load failed" + who + " (" + status + "): " + message
+                    + (tail.isEmpty() ? "" : " | " + tail));
+            throw new WorkerFailure(status == 507 ? 507 : 500, message + who
+                    + (tail.isEmpty() ? "" : " | last worker output: " + tail));
         }
     }
 
@@ -400,7 +453,7 @@ final class WorkerThread {
             b.timeout = manager.scheduler().schedule(() -> onTimeout(c, b, timeoutSec), timeoutSec, TimeUnit.SECONDS);
             try {
                 long t0 = System.nanoTime();
-                c.write(FrameType.INFERENCE, id, Codec.encodeBatch(reqs));
+                c.write(FrameType.INFERENCE, id, Codec.encodeBatch(reqs), broadcast(s));
                 b.frontendNanos = System.nanoTime() - t0;
             } catch (IOException e) {
                 c.die("write to worker failed: " + e.getMessage());
@@ -449,7 +502,7 @@ final class WorkerThread {
             Thread.sleep(20);
         }
         try {
-            c.write(FrameType.STOP, 0, new byte[0]);
+            c.write(FrameType.STOP, 0, new byte[0], true);
         } catch (IOException ignored) {
             // the worker is gone already
         }
@@ -459,14 +512,17 @@ final class WorkerThread {
 
     // ---- reader ----
 
-    private void readLoop(Connection c) {
+    private void readLoop(Connection c, int rank) {
         long limit = manager.maxResponseSize();
         try {
             while (true) {
-                Frame f = Codec.read(c.channel, limit);
+                Frame f = Codec.read(c.channels[rank], limit);
+                if (rank > 0 && (f.type == FrameType.RESULT || f.type == FrameType.CHUNK)) {
+                    continue;   // only rank 0 answers inference
+                }
                 switch (f.type) {
                     case FrameType.LOADED:
-                        c.loadReply.complete(f);
+                        c.loadReplies.get(rank).complete(f);
                         break;
                     case FrameType.RESULT:
                         onResult(c, f);
@@ -478,7 +534,7 @@ final class WorkerThread {
                         manager.handlerMetrics(model, String.valueOf(port), f.text());
                         break;
                     case FrameType.ERROR:
-                        onErrorFrame(c, f);
+                        onErrorFrame(c, f, rank);
                         break;
                     case FrameType.PONG:
                         break;
@@ -488,7 +544,8 @@ final class WorkerThread {
             }
         } catch (IOException e) {
             if (c.alive() && !stopping) {
-                LOG.warning(name + ": Worker disconnected: " + e.getMessage());
+                LOG.warning(name + ": Worker disconnected" + (c.channels.length > 1 ? " (rank " + rank + ")" : "") + ": "
+                        + e.getMessage());
             }
             c.die(e instanceof java.io.EOFException ? "worker closed the connection" : e.getMessage());
         } catch (RuntimeException e) {
@@ -543,7 +600,7 @@ final class WorkerThread {
         }
     }
 
-    private void onErrorFrame(Connection c, Frame f) {
+    private void onErrorFrame(Connection c, Frame f, int rank) {
         int status = 500;
         String message = f.text();
         try {
@@ -562,8 +619,8 @@ final class WorkerThread {
                 j.fail(status, message);
             }
             c.permits.release();
-        } else if (!c.loadReply.isDone()) {
-            c.loadReply.complete(f);
+        } else if (!c.loadReplies.get(rank).isDone()) {
+            c.loadReplies.get(rank).complete(f);
         } else {
             LOG.warning(name + ": worker reported an error: " + message);
         }
