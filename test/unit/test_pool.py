@@ -194,3 +194,24 @@ def test_probe_follows_methods_and_comprehensions():
     missing = missing_attributes(_Probe())
     assert set(missing) == {"from_helper", "in_comprehension"}
     assert missing["from_helper"].endswith("helper")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"  # zombies are gone for our purpose
+    except FileNotFoundError:
+        return False
+
+
+def test_pool_processes_exit_when_the_worker_is_killed(tmp_path):
+    d = model_dir_for(tmp_path, "pool_handler.py")
+    with WorkerProcess() as w:
+        assert w.load(load_msg(d, 2))["status"] == 200
+        pids = pong(w, 2)["poolPids"]
+        w.proc.kill()  # what the frontend does to a stuck worker
+        w.proc.wait(10)
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in pids):
+            assert time.monotonic() < deadline, [p for p in pids if _alive(p)]
+            time.sleep(0.05)
