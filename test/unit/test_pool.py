@@ -158,6 +158,12 @@ def test_postprocess_in_pool(tmp_path):
         w.send_batch(2, [row("a", [1, 2, 3, 4])])
         body = json.loads(result(w, 2)[0].body)
         assert body["post_pid"] != w.proc.pid and body["pre_pid"] != w.proc.pid
+        w.send_batch(3, [row("s", [1, 2, 3, 4], op="stream")])
+        chunk = codec.decode_responses(w.recv_until(FrameType.CHUNK, 3).body)
+        assert chunk[0].body == f"chunk-from-{body['post_pid']}".encode()
+        assert ("ts_stream_next", "true") in chunk[0].headers
+        final = result(w, 3)
+        assert ("ts_stream_next", "false") in final[0].headers
 
 
 @pytest.mark.parametrize("handler, needle", [

@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from ts.handler_utils.utils import send_intermediate_predict_response
 from ts.torch_handler.base_handler import BaseHandler
 
 
@@ -34,13 +35,17 @@ class PoolHandler(BaseHandler):
         if op == "metric":
             self.context.metrics.add_counter("PoolRows", len(data))
         x = torch.tensor([row["body"]["x"] for row in data], dtype=torch.float32) * self.scale
-        return {"x": x, "pid": os.getpid()}
+        return {"x": x, "pid": os.getpid(), "op": op}
 
     def inference(self, pre):
         with torch.inference_mode():
             y = self.model(pre["x"])
-        return {"y": y, "pre_pid": pre["pid"], "shared": pre["x"].is_shared()}
+        return {"y": y, "pre_pid": pre["pid"], "shared": pre["x"].is_shared(), "op": pre["op"]}
 
     def postprocess(self, out):
+        if out["op"] == "stream":
+            n = len(self.context.request_ids)
+            send_intermediate_predict_response([f"chunk-from-{os.getpid()}"] * n, self.context.request_ids,
+                                               "Intermediate Prediction success", 200, self.context)
         return [{"y": [round(v, 6) for v in row], "pre_pid": out["pre_pid"], "post_pid": os.getpid(),
                  "shared": out["shared"]} for row in out["y"].tolist()]
