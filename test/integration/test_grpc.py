@@ -63,6 +63,9 @@ HANDLER = textwrap.dedent('''
                     send_intermediate_predict_response([f"piece{i}"], context.request_ids, "OK", 200, context)
                 out.append("last")
                 continue
+            if mode == "header":
+                out.append(str(context.get_request_header(idx, "x-client")) + "," + str(context.get_request_header(idx, "authorization")))
+                continue
             context.set_response_header(idx, "x-handler", "multi")
             context.set_response_status(202, "Accepted", idx)
             seq = context.get_request_header(idx, "ts_request_sequence_id")
@@ -107,7 +110,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(store: Path):
-    with harness.Server(store, config={"load_models": "multi.mar,tiny.mar"}) as s:
+    with harness.Server(store, config={"load_models": "multi.mar,tiny.mar", "max_request_size": 100000}) as s:
         yield s
 
 
@@ -158,6 +161,23 @@ def test_predictions_returns_body_and_handler_status_and_headers_as_trailers(inf
     trailers = dict(call.trailing_metadata())
     assert trailers["ts-status"] == "202"
     assert trailers["x-handler"] == "multi"
+
+
+def test_call_metadata_reaches_the_handler_as_headers(inference, stubs) -> None:
+    r = inference.Predictions(req(stubs, "multi", mode="header"), timeout=DEADLINE,
+                              metadata=[("x-client", "abc"), ("authorization", "Bearer secret")])
+    assert r.prediction == b"abc,None"      # the token is not passed on
+
+
+def test_message_larger_than_max_request_size_is_refused(inference, stubs, server) -> None:
+    big = "x" * (int(server.config["max_request_size"]) + 1024)
+    with pytest.raises(grpc.RpcError) as info:
+        inference.Predictions(req(stubs, "multi", data=big), timeout=DEADLINE)
+    # grpc-java 1.41's transport refuses it; depending on timing the client reads RESOURCE_EXHAUSTED, or the
+    # stream reset that follows it (CANCELLED / INTERNAL "Half-closed without a request")
+    assert info.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.CANCELLED,
+                                 grpc.StatusCode.INTERNAL), info.value
+    assert inference.Predictions(req(stubs, "multi", data="small"), timeout=DEADLINE).prediction == b"small"
 
 
 def test_predictions_by_version(inference, stubs) -> None:
