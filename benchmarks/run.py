@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"comma list of scenarios to run, from {','.join(ALL)}")
     ap.add_argument("--servers", default="tserve,torchserve-quiet,torchserve,tserve-tuned",
                     help="server kinds to compare (default: all four)")
+    ap.add_argument("--pipeline-ms", type=float, default=20.0,
+                    help="pipeline scenario: P = I = this many ms per batch (default 20)")
     ap.add_argument("--no-wrk", action="store_true", help="skip the wrk second opinion")
     ap.add_argument("--out", default=str(servers.BENCH), help="where results go (.bench/)")
     args = ap.parse_args(argv)
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                   "which installs it", file=sys.stderr)
             return 1
 
-    st = Settings(duration_s=args.duration, use_wrk=not args.no_wrk)
+    st = Settings(duration_s=args.duration, use_wrk=not args.no_wrk, pipeline_ms=args.pipeline_ms)
     results: dict[str, Any] = {"machine": machine(), "settings": vars(st), "servers": {},
                                "tserve_build": snapshot,
                                "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]])}
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if "echo" in only:
                 res.update(scenarios.steady_state(kinds[name], store, st,
-                                                  with_mlp=name != "torchserve",
+                                                  with_mlp=True,
                                                   with_wrk=name in ("tserve", "torchserve-quiet")))
             if "echo" in only and name in ("tserve", "torchserve-quiet"):
                 res["compat"] = scenarios.cross_archives(kinds[name], store)

@@ -6,6 +6,7 @@ auth off, model API on, the same closed-loop load generator and the same request
 
 from __future__ import annotations
 
+import resource
 import statistics
 import threading
 import time
@@ -23,7 +24,7 @@ MLP_BODY = bytes(64 * 4)  # 64 float32 zeros
 class Settings:
     duration_s: float = 5.0
     max_requests: int = 200_000
-    startup_repeats: int = 2
+    startup_repeats: int = 3
     use_wrk: bool = True
     pipeline_ms: float = 20.0
     warmup_s: float = 3.0  # JIT warm-up load per model before any cell is timed
@@ -57,11 +58,16 @@ def measure(pid: int, port: int, path: str, concurrency: int, st: Settings,
             body: bytes = b"x", content_type: str = "application/octet-stream") -> dict[str, Any]:
     """One closed-loop cell with the server tree's CPU time per successful request."""
     cpu0 = procstat.split_cpu(pid)
+    client0 = resource.getrusage(resource.RUSAGE_SELF)
     res = loadgen.load(port, path, body=body, content_type=content_type,
                        concurrency=concurrency, duration_s=st.duration_s,
                        max_requests=st.max_requests)
+    client1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu1 = procstat.split_cpu(pid)
     out: dict[str, Any] = res.summary()
+    # The load generator's own CPU share: near 1.0 means the client, not the server, is the limit.
+    client_s = (client1.ru_utime + client1.ru_stime) - (client0.ru_utime + client0.ru_stime)
+    out["client_cpu_share"] = round(client_s / max(res.duration_s, 1e-9), 2)
     n = max(res.requests, 1)
     d = {k: cpu1[k] - cpu0[k] for k in cpu1}
     # JIT compilation is a warm-up cost, not a per-request one: counted apart (jit_ms).
