@@ -39,8 +39,11 @@ public final class MetricFamily {
             throw new IllegalArgumentException("metric " + spec.name + " has labels " + labelNames
                     + " but got values " + labelValues);
         }
-        Series s = series.computeIfAbsent(Collections.unmodifiableList(new ArrayList<>(labelValues)),
-            k -> new Series(spec.type == MetricType.HISTOGRAM ? spec.buckets() : null));
+        Series s = series.get(labelValues);   // lists compare by content; copy the key only for a new series
+        if (s == null) {
+            s = series.computeIfAbsent(Collections.unmodifiableList(new ArrayList<>(labelValues)),
+                k -> new Series(spec.type == MetricType.HISTOGRAM ? spec.buckets() : null));
+        }
         switch (spec.type) {
             case COUNTER:
                 s.add(value);
