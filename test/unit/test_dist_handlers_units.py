@@ -297,3 +297,30 @@ def test_accelerate_bad_config(tmp_path: Path, accel: dict | None, extra: dict |
     with pytest.raises((ModelConfigError, ValueError)) as err:
         _accelerate(tmp_path, accel, extra)
     assert needle in str(err.value)
+
+
+# ---------------------------------------------------------------- rank 0 drives, followers follow
+def test_coordinator_delivers_every_step_in_order_and_cleans_up(tmp_path: Path) -> None:
+    import torch.distributed as dist
+
+    from ts.handler_utils.distributed.coordinator import RankCoordinator
+
+    assert not dist.is_initialized()
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        # Two coordinators on one store stand for rank 0 and rank 1 of a 2-rank job.
+        leader = RankCoordinator("m", 0, 2, poll_s=0.1)
+        follower = RankCoordinator("m", 1, 2, poll_s=0.1)
+        seen: list[object] = []
+        follower.start_following(seen.append)
+        payloads = [{"prompts": [[1, 2]], "n": i} for i in range(3)] + [torch.arange(4)]
+        results = [leader.run(p, lambda p: ("ran", p)) for p in payloads]
+        assert [r[0] for r in results] == ["ran"] * 4
+        leader.stop()
+        assert follower.wait_stopped(30)
+        assert seen[:3] == payloads[:3] and torch.equal(seen[3], payloads[3])
+        leader._collect_acknowledged()
+        assert leader._pending == []  # every step key deleted once the follower read it
+        assert not any(leader.store.check([f"step/{i}"]) for i in range(5))
+    finally:
+        dist.destroy_process_group()
