@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
 import socket
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 
@@ -38,12 +40,33 @@ class LimitResult:
         return self.requests / self.duration_s
 
 
-def _worker_loop(path: str) -> None:
+def _answer(frame: codec.Frame) -> bytes:
+    batch = codec.decode_batch(frame.body)
+    responses = [codec.Response(r.request_id, body=r.parts[0].value if r.parts else b"")
+                 for r in batch]
+    return codec.encode_result(frame.batch_id, responses)
+
+
+def _stage_metrics(frame: codec.Frame) -> bytes:
+    """A METRICS frame like the one tserve's worker sends after every batch (2 stage records)."""
+    dims = {"ModelName": "echo", "Level": "Model", "Stage": "handle"}
+    records = [{"name": n, "unit": "Milliseconds", "value": 0.05, "type": "gauge",
+                "dimensions": dims, "requestId": "req"} for n in ("StageBusyTime",
+                                                               "StageQueueTime")]
+    return codec.encode_json_frame(codec.FrameType.METRICS, frame.batch_id, records)
+
+
+def _worker_loop(path: str, threaded: bool = False) -> None:
+    """Answer frames until STOP. ``threaded``: tserve's worker shape (reader thread, queue,
+    send lock, a METRICS frame per batch) instead of one inline loop."""
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     srv.listen(1)
     conn, _ = srv.accept()
     try:
+        if threaded:
+            _threaded(conn)
+            return
         while True:
             try:
                 frame = codec.read_frame(conn)
@@ -51,25 +74,51 @@ def _worker_loop(path: str) -> None:
                 return
             if frame.type == codec.FrameType.STOP:
                 return
-            batch = codec.decode_batch(frame.body)
-            responses = [codec.Response(r.request_id, body=r.parts[0].value if r.parts else b"")
-                         for r in batch]
-            conn.sendall(codec.encode_result(frame.batch_id, responses))
+            conn.sendall(_answer(frame))
     finally:
         conn.close()
         srv.close()
 
 
+def _threaded(conn: socket.socket) -> None:
+    inbox: queue.Queue[codec.Frame | None] = queue.Queue()
+    lock = threading.Lock()
+
+    def reader() -> None:
+        try:
+            while True:
+                inbox.put(codec.read_frame(conn))
+        except (codec.ConnectionClosed, OSError):
+            inbox.put(None)
+
+    threading.Thread(target=reader, daemon=True).start()
+    while True:
+        frame = inbox.get()
+        if frame is None or frame.type == codec.FrameType.STOP:
+            return
+        result = _answer(frame)
+        try:
+            with lock:
+                conn.sendall(result)
+            with lock:
+                conn.sendall(_stage_metrics(frame))
+        except OSError:  # the driver hung up after its last RESULT
+            return
+
+
 def _recv_frame(sock: socket.socket) -> None:
-    codec.read_frame(sock, max_length=1 << 30)
+    """Read up to the next RESULT (METRICS frames are read and dropped, as a frontend would)."""
+    while codec.read_frame(sock, max_length=1 << 30).type == codec.FrameType.METRICS:
+        pass
 
 
-def run_limit(batch_size: int = 1, inflight: int = 1, duration_s: float = 3.0) -> LimitResult:
-    """Drive the bare loop closed-loop for ``duration_s``; requests = frames × batch size."""
+def run_limit(batch_size: int = 1, inflight: int = 1, duration_s: float = 3.0,
+              threaded: bool = False) -> LimitResult:
+    """Drive the loop closed-loop for ``duration_s``; requests = frames × batch size."""
     tmp = tempfile.mkdtemp(prefix="tserve-limit-")
     path = os.path.join(tmp, "limit.sock")
     ctx = mp.get_context("spawn")  # a fresh interpreter: nothing inherited from the driver
-    proc = ctx.Process(target=_worker_loop, args=(path,), daemon=True)
+    proc = ctx.Process(target=_worker_loop, args=(path, threaded), daemon=True)
     proc.start()
     try:
         deadline = time.monotonic() + 30
@@ -137,7 +186,9 @@ def _cpu_s(pid: int) -> float:
 
 
 if __name__ == "__main__":
-    for b, k in ((1, 1), (8, 1), (8, 4)):
-        r = run_limit(b, k)
-        print(f"batch={b} inflight={k}: {r.rps:.0f} req/s, p50 {r.p50_ms:.3f} ms/frame, "
-              f"worker CPU {r.worker_cpu_us_per_req:.1f} us/req")
+    for threaded in (False, True):
+        for b, k in ((1, 1), (8, 1), (8, 4)):
+            r = run_limit(b, k, threaded=threaded)
+            print(f"{'threaded' if threaded else 'bare'} batch={b} inflight={k}: {r.rps:.0f} "
+                  f"req/s, p50 {r.p50_ms:.3f} ms/frame, worker CPU "
+                  f"{r.worker_cpu_us_per_req:.1f} us/req")

@@ -132,12 +132,15 @@ def main(argv: list[str] | None = None) -> int:
 
         print("== limit (bare Python loop with ts.protocol.codec)", flush=True)
         results["limit"] = {}
-        for batch, inflight in ((1, 1), (8, 1)):
-            r = limit.run_limit(batch, inflight, min(st.duration_s, 3.0))
-            results["limit"][f"b{batch}"] = {"rps": round(r.rps, 1), "p50_ms": round(r.p50_ms, 3),
-                                             "worker_cpu_us_per_req":
-                                             round(r.worker_cpu_us_per_req, 1)}
-            print(f"  batch {batch}: {r.rps:.0f} req/s", flush=True)
+        for threaded in (False, True):
+            for batch in (1, 8):
+                r = limit.run_limit(batch, 1, min(st.duration_s, 3.0), threaded=threaded)
+                key = f"b{batch}" + ("_threaded" if threaded else "")
+                results["limit"][key] = {"rps": round(r.rps, 1), "p50_ms": round(r.p50_ms, 3),
+                                         "worker_cpu_us_per_req":
+                                         round(r.worker_cpu_us_per_req, 1)}
+                print(f"  {key}: {r.rps:.0f} req/s, worker CPU "
+                      f"{r.worker_cpu_us_per_req:.0f} µs/req", flush=True)
     results["machine"]["loadavg_end"] = list(os.getloadavg())
     results["wall_s"] = round(time.monotonic() - t0, 1)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -81,6 +81,11 @@ def test_limit_loop_answers_frames() -> None:
     assert res.requests > 0 and res.requests % 8 == 0 and res.rps > 0
 
 
+def test_threaded_limit_skips_metrics_frames() -> None:
+    res = limit.run_limit(batch_size=1, inflight=1, duration_s=0.3, threaded=True)
+    assert res.requests > 0 and res.p50_ms > 0
+
+
 def test_archives_for_both_carry_the_same_handler(tmp_path: Path) -> None:
     spec = models.ModelSpec("echo", str(models.HANDLERS / "echo_handler.py"))
     mar = models.build_tserve(spec, tmp_path / "store")
