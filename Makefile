@@ -11,11 +11,11 @@ APT_PACKAGES := openjdk-17-jdk-headless gradle protobuf-compiler protobuf-compil
   libanimal-sniffer-java liberror-prone-java libjsr305-java libgeronimo-annotation-1.3-spec-java \
   libgoogle-gson-java libslf4j-java libyaml-snake-java junit4
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle
+FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle gradle.properties
 
 .PHONY: install apt venv jar demo test test-java test-python bench lint clean
 
-install: apt venv jar .venv/.installed
+install: apt venv jar .venv/.installed .venv/.large
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -40,6 +40,13 @@ $(JAR): $(FRONTEND_SOURCES) | apt
 .venv/.installed: pyproject.toml setup.py constraints.txt .venv/.torch $(JAR)
 	@echo "Installing tserve into .venv (pip install -e .[dev])"
 	@TSERVE_SKIP_JAVA_BUILD=1 $(PIP) install -c constraints.txt -e '.[dev]'
+	@touch $@
+
+# Libraries of the distributed base handlers; DeepSpeed builds against the installed torch.
+.venv/.large: .venv/.installed
+	@echo "Installing the large-model libraries (transformers, accelerate, deepspeed)"
+	@TSERVE_SKIP_JAVA_BUILD=1 $(PIP) install -c constraints.txt -e '.[large]'
+	@$(PY) -c "import deepspeed" 2>/dev/null || DS_BUILD_OPS=0 $(PIP) install --no-build-isolation -c constraints.txt deepspeed==0.19.8
 	@touch $@
 
 demo: install
