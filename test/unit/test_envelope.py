@@ -9,6 +9,7 @@ import pytest
 
 from ts.context import Context, RequestProcessor
 from ts.model_loader import LoadError, wrap_envelope
+from ts.utils.util import PredictionException
 
 
 def ctx_for(n: int, headers: list[dict] | None = None) -> Context:
@@ -42,8 +43,41 @@ def test_json_envelope_instances_and_b64():
 
 
 def test_json_envelope_rejects_bodies_without_instances():
-    with pytest.raises(ValueError, match='needs a body like {"instances"'):
+    with pytest.raises(PredictionException, match='needs the key "instances"') as err:
         wrap_envelope(doubler, "json")([{"body": {"x": 1}}], ctx_for(1))
+    assert err.value.error_code == 400
+
+
+@pytest.mark.parametrize(("envelope", "key", "body"), [
+    ("kserve", "instances", {"inputs": [1]}),
+    ("kservev2", "inputs", {"instances": [1]}),
+])
+def test_kserve_bodies_without_their_key_are_400_naming_it(envelope, key, body):
+    called = []
+    entry = wrap_envelope(lambda d, c: called.append(d) or d, envelope)
+    with pytest.raises(PredictionException, match=f'needs the key "{key}"') as err:
+        entry([{"body": json.dumps(body).encode()}], ctx_for(1))
+    assert err.value.error_code == 400
+    assert called == []  # the handler never sees a malformed request
+
+
+@pytest.mark.parametrize("envelope", ["kserve", "kservev2"])
+def test_kserve_non_json_and_wrong_types_are_400(envelope):
+    entry = wrap_envelope(doubler, envelope)
+    for body in (b"not json", b"[1, 2]", json.dumps({"instances": 3, "inputs": 3}).encode()):
+        with pytest.raises(PredictionException) as err:
+            entry([{"body": body}], ctx_for(1))
+        assert err.value.error_code == 400, body
+
+
+def test_malformed_kserve_request_is_a_400_batch_error():
+    from ts.service import classify_exception
+
+    entry = wrap_envelope(doubler, "kservev2")
+    with pytest.raises(PredictionException) as err:
+        entry([{"body": b"{}"}], ctx_for(1))
+    batch_error = classify_exception(err.value, "m")
+    assert batch_error.status == 400 and '"inputs"' in batch_error.message
 
 
 def test_kserve_v1_predictions_and_explanations():

@@ -8,6 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ts.context import Context
+from ts.utils.util import PredictionException
+
+
+def bad_request(message: str) -> PredictionException:
+    """A malformed request body: the client's mistake, so 400 rather than a handler failure."""
+    return PredictionException(message, 400)
 
 
 class BaseEnvelope(ABC):
@@ -40,9 +46,9 @@ def request_body(row: Any, envelope: str) -> Any:
         try:
             body = json.loads(body)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"the {envelope} envelope needs a JSON request body: {exc}") from None
+            raise bad_request(f"the {envelope} envelope needs a JSON request body: {exc}") from None
     if not isinstance(body, dict):
-        raise ValueError(f"the {envelope} envelope needs a JSON object body, got {type(body).__name__}")
+        raise bad_request(f"the {envelope} envelope needs a JSON object body, got {type(body).__name__}")
     return body
 
 

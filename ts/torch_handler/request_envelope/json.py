@@ -6,7 +6,7 @@ import base64
 import json
 from typing import Any
 
-from ts.torch_handler.request_envelope.base import BaseEnvelope, request_body, split_by_lengths
+from ts.torch_handler.request_envelope.base import BaseEnvelope, bad_request, request_body, split_by_lengths
 
 
 class JSONEnvelope(BaseEnvelope):
@@ -27,7 +27,8 @@ class JSONEnvelope(BaseEnvelope):
     def _from_json(self, row: Any) -> list[Any]:
         body = request_body(row, "json")
         if "instances" not in body or not isinstance(body["instances"], list):
-            raise ValueError('the json envelope needs a body like {"instances": [...]}')
+            raise bad_request('the json envelope needs the key "instances" (a list) in the request body: '
+                              '{"instances": [...]}')
         rows = list(body["instances"])
         for i, inst in enumerate(rows):
             if isinstance(inst, dict) and list(inst) == ["b64"]:

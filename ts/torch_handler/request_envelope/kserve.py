@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ts.torch_handler.request_envelope.base import BaseEnvelope, request_body, split_by_lengths
+from ts.torch_handler.request_envelope.base import BaseEnvelope, bad_request, request_body, split_by_lengths
 
 
 class KServeEnvelope(BaseEnvelope):
@@ -20,9 +20,12 @@ class KServeEnvelope(BaseEnvelope):
         batches = []
         for row in data:
             body = request_body(row, "kserve")
-            instances = body.get("instances")
+            if "instances" not in body:
+                raise bad_request('the kserve envelope needs the key "instances" in the request body: '
+                                  f'{{"instances": [...]}} (got keys {sorted(body)})')
+            instances = body["instances"]
             if not isinstance(instances, list):
-                raise ValueError('the kserve envelope needs a body like {"instances": [...]}')
+                raise bad_request(f'"instances" must be a list in the kserve envelope, got {type(instances).__name__}')
             batches.append(instances)
         self._lengths = [len(b) for b in batches]
         return [item for b in batches for item in b]

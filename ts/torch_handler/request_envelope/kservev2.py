@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ts.torch_handler.request_envelope.base import BaseEnvelope, request_body, split_by_lengths
+from ts.torch_handler.request_envelope.base import BaseEnvelope, bad_request, request_body, split_by_lengths
 
 _DATATYPES = {
     "bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64",
@@ -36,9 +36,14 @@ class KServev2Envelope(BaseEnvelope):
         items: list[Any] = []
         for row in data:
             body = request_body(row, "kservev2")
-            inputs = body.get("inputs")
+            if "inputs" not in body:
+                raise bad_request('the kservev2 envelope needs the key "inputs" in the request body: '
+                                  '{"inputs": [{"name", "shape", "datatype", "data"}]} '
+                                  f'(got keys {sorted(body)})')
+            inputs = body["inputs"]
             if not isinstance(inputs, list) or not all(isinstance(i, dict) for i in inputs):
-                raise ValueError('the kservev2 envelope needs {"inputs": [{"name", "shape", "datatype", "data"}]}')
+                raise bad_request('"inputs" must be a list of objects {"name", "shape", "datatype", "data"} '
+                                  'in the kservev2 envelope')
             self._ids.append(body.get("id"))
             self._lengths.append(len(inputs))
             self._names.extend(str(i.get("name", f"input-{n}")) for n, i in enumerate(inputs))
