@@ -175,7 +175,7 @@ def test_load_refuses_handlers_the_pool_cannot_run(tmp_path, handler, needle):
     d = model_dir_for(tmp_path, handler)
     with WorkerProcess() as w:
         loaded = w.load(load_msg(d, 1))
-        assert loaded["status"] == 500
+        assert loaded["status"] == 400  # the handler does not fit the pool: the user fixes it
         assert needle in loaded["message"]
         if handler == "needs_init.py":
             assert "initialize_preprocess" in loaded["message"]

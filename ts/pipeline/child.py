@@ -44,7 +44,7 @@ def build_handler(config: Any) -> tuple[Any, Any]:
         raise LoadError(
             f"handler {type(handler).__name__} uses {attrs}, which the preprocess pool never sets: pool "
             "processes call initialize_preprocess(self, context), not initialize(). Create that state in "
-            f"initialize_preprocess{' (the handler has none)' if hook is None else ''}, or set preprocessWorkers: 0")
+            f"initialize_preprocess{' (the handler has none)' if hook is None else ''}, or set preprocessWorkers: 0", 400)
     return handler, context
 
 
@@ -79,7 +79,8 @@ def child_main(conn: Connection, config: Any, index: int) -> None:
         message = exc.message if isinstance(exc, LoadError) else f"{type(exc).__name__}: {exc}"
         if not isinstance(exc, LoadError):
             logger.exception("preprocess process %d: initialize_preprocess failed", index)
-        conn.send(("init-error", f"preprocess process {index}: {message}"))
+        status = exc.status if isinstance(exc, LoadError) else 500
+        conn.send(("init-error", f"preprocess process {index}: {message}", status))
         return
     conn.send(("ready",))
     model_name = context.model_name

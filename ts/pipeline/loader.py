@@ -36,11 +36,14 @@ def load_pipeline(req: LoadRequest, metrics_config: str | None, ranks: Any,
                 f", envelope {req.envelope}" if req.envelope else "", req.batch_size, req.preprocess_workers)
     answer = ranks.local_rank == 0  # TorchServe: only LOCAL_RANK 0 answers inference
     if req.preprocess_workers < 0:
-        raise LoadError(f"preprocessWorkers must be >= 0, got {req.preprocess_workers}")
+        raise LoadError(f"preprocessWorkers must be >= 0, got {req.preprocess_workers}", 400)
     if req.preprocess_workers == 0:
         from ts.pipeline.sync import SyncPipeline
 
-        return SyncPipeline(load_service(req, context, spec), send, answer)
-    from ts.pipeline.pooled import PooledPipeline
+        pipeline: Any = SyncPipeline(load_service(req, context, spec), send, answer)
+    else:
+        from ts.pipeline.pooled import PooledPipeline
 
-    return PooledPipeline.create(req, context, spec, metrics_config, send, answer)
+        pipeline = PooledPipeline.create(req, context, spec, metrics_config, send, answer)
+    pipeline.stats.worker_name = str(req.extra.get("workerName") or "")
+    return pipeline

@@ -64,7 +64,11 @@ class Slot:
 
 
 class PoolStartError(Exception):
-    pass
+    """The pool could not start; ``status`` 400 when the handler does not fit the pool, else 500."""
+
+    def __init__(self, message: str, status: int = 500) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class PreprocessPool:
@@ -110,7 +114,7 @@ class PreprocessPool:
                                          f"initialize_preprocess within {timeout:.0f} s")
             msg = slot.conn.recv()
             if msg[0] != "ready":
-                raise PoolStartError(msg[1])
+                raise PoolStartError(msg[1], msg[2] if len(msg) > 2 else 500)
             slot.ready = True
         self._manager = threading.Thread(target=self._run, name="preprocess-pool", daemon=True)
         self._manager.start()

@@ -52,26 +52,26 @@ class Batch:
 
 
 def check_pool_handler(spec: HandlerSpec, req: LoadRequest) -> None:
-    """Refuse handlers the pool cannot split into preprocess / inference / postprocess."""
+    """Refuse handlers the pool cannot split into preprocess / inference / postprocess (LOAD status 400)."""
     n = req.preprocess_workers
     if spec.function is not None:
         raise LoadError(
             f"handler {spec.name!r} is a module-level function, but preprocessWorkers={n} needs a handler class "
             "with preprocess/inference/postprocess methods (e.g. a BaseHandler subclass); set preprocessWorkers: 0 "
-            "or write the handler as a class")
+            "or write the handler as a class", 400)
     cls = spec.cls
     assert cls is not None
     missing = [m for m in ("preprocess", "inference", "postprocess") if not callable(getattr(cls, m, None))]
     if missing:
         raise LoadError(f"handler class {cls.__name__} has no {', '.join(missing)} method(s), which "
-                        f"preprocessWorkers={n} calls separately; subclass BaseHandler or set preprocessWorkers: 0")
+                        f"preprocessWorkers={n} calls separately; subclass BaseHandler or set preprocessWorkers: 0", 400)
     if getattr(cls, "handle", None) is not BaseHandler.handle:
         raise LoadError(f"handler class {cls.__name__} overrides handle(), but with preprocessWorkers={n} the worker "
                         "calls preprocess (in the pool), inference and postprocess itself and would skip it; move "
-                        "that logic into those methods or set preprocessWorkers: 0")
+                        "that logic into those methods or set preprocessWorkers: 0", 400)
     if req.envelope:
         raise LoadError(f"envelope {req.envelope!r} cannot be combined with preprocessWorkers={n} yet; "
-                        "set preprocessWorkers: 0 or drop the envelope")
+                        "set preprocessWorkers: 0 or drop the envelope", 400)
 
 
 class PooledPipeline:
@@ -106,7 +106,7 @@ class PooledPipeline:
             pool.wait_ready()
         except PoolStartError as exc:
             pool.close()
-            raise LoadError(str(exc)) from None
+            raise LoadError(str(exc), exc.status) from None
         except BaseException:
             pool.close()
             raise

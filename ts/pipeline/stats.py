@@ -57,6 +57,7 @@ class PipelineStats:
         self.stages = {n: StageStats(n) for n in stage_names}
         self.idle = IdleTracker()
         self.started = time.monotonic()
+        self.worker_name = ""  # LOAD's workerName (W-<port>-<model>_<version>): the per-worker dimension
 
     def snapshot(self) -> dict[str, Any]:
         out = {n: s.snapshot() for n, s in self.stages.items()}
@@ -68,8 +69,11 @@ class PipelineStats:
                       per_stage: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
         """METRICS records for one batch: each stage's busy and queue-wait time (ms)."""
         records: list[dict[str, Any]] = []
+        base = {"ModelName": model_name, "Level": "Model"}
+        if self.worker_name:
+            base["WorkerName"] = self.worker_name
         for stage, (wait_s, busy_s) in per_stage.items():
-            dims = {"ModelName": model_name, "Level": "Model", "Stage": stage}
+            dims = {**base, "Stage": stage}
             records.append({"name": "StageBusyTime", "unit": "Milliseconds",
                             "value": round(busy_s * 1000, 3), "type": "gauge",
                             "dimensions": dims, "requestId": request_ids})
@@ -79,6 +83,6 @@ class PipelineStats:
         if "inference" in per_stage:
             records.append({"name": "InferenceIdlePercent", "unit": "Percent",
                             "value": round(self.idle.fraction() * 100, 3), "type": "gauge",
-                            "dimensions": {"ModelName": model_name, "Level": "Model"},
+                            "dimensions": dict(base),
                             "requestId": request_ids})
         return records
