@@ -115,7 +115,8 @@ final class ApiDescription {
             {"query", "synchronous", "Wait for the workers (default true).", "", "boolean"},
             {"query", "response_timeout", "Seconds a worker may take per batch.", "", "integer"},
             {"query", "startup_timeout", "Seconds a worker may take to load.", "", "integer"},
-            {"query", "preprocess_workers", "CPU preprocess workers per worker (tserve).", "", "integer"}},
+            {"query", "preprocess_workers", "CPU preprocess workers per worker (tserve).", "", "integer"},
+            {"query", "postprocess_in_pool", "Run postprocess in the preprocess pool too (tserve).", "", "boolean"}},
                 "200", "202", "400", "401", "404", "405", "409", "500");
         String[][] scale = {MODEL, {"query", "min_worker", "Minimum workers (default 1).", "", "integer"},
             {"query", "max_worker", "Maximum workers (default min_worker).", "", "integer"},

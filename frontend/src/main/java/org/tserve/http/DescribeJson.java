@@ -68,6 +68,7 @@ public final class DescribeJson {
             wo.addProperty("pid", w.pid());
             wo.addProperty("gpu", w.gpu());
             wo.addProperty("gpuUsage", "N/A");
+            addStages(wo, w.pong());
             workers.add(wo);
         }
         o.add("workers", workers);
@@ -86,6 +87,23 @@ public final class DescribeJson {
             o.add("customizedMetadata", meta);
         }
         return o;
+    }
+
+    /** The worker's pipeline stages and pool pids from its PONG (docs/pipelines.md "Metrics"). */
+    private static void addStages(JsonObject wo, String pong) {
+        if (pong == null) {
+            return;
+        }
+        try {
+            JsonObject p = JsonParser.parseString(pong).getAsJsonObject();
+            for (String key : new String[] {"stages", "poolPids"}) {
+                if (p.has(key)) {
+                    wo.add(key, p.get(key));
+                }
+            }
+        } catch (RuntimeException e) {
+            // an unreadable PONG only costs the stages
+        }
     }
 
     public static JsonObject list(ModelList l) {

@@ -34,6 +34,8 @@ import org.tserve.config.ModelSettings;
 public final class ModelManager {
     private static final Logger LOG = Logger.getLogger(ModelManager.class.getName());
     private static final Pattern NAME = Pattern.compile("^[A-Za-z0-9][A-Za-z0-9_\\-.]*$");
+    /** How long describe waits for the workers' PONGs (stages) before showing a worker without them. */
+    private static final long PONG_WAIT_MS = 2000;
 
     private final ConfigManager cfg;
     private final WorkerEnvironment env;
@@ -442,16 +444,39 @@ public final class ModelManager {
             }
         }
         List<ModelDescription> out = new ArrayList<>();
+        // PING every worker first, then collect: the PONGs carry the pipeline stages (one wait in all)
+        Map<WorkerThread, CompletableFuture<String>> pongs = new LinkedHashMap<>();
+        for (Model m : ms) {
+            for (WorkerThread w : m.workers) {
+                pongs.put(w, w.ping());
+            }
+        }
+        long pongDeadline = System.currentTimeMillis() + PONG_WAIT_MS;
         for (Model m : ms) {
             List<WorkerDescription> ws = new ArrayList<>();
             for (WorkerThread w : m.workers) {
                 ws.add(new WorkerDescription(w.getId(), w.getStartTime(), w.getState(), w.getMemoryUsage(), w.getPid(),
-                        w.getGpuId() >= 0, w.getGpuId()));
+                        w.getGpuId() >= 0, w.getGpuId(), awaitPong(pongs.get(w), pongDeadline)));
             }
             out.add(new ModelDescription(m.name, m.version, m.getArchive().getUrl(), m.runtime, m.version.equals(def),
                     m.getSettings().copy(), m.loadedAtStartup, ws, m.queue.remainingCapacity(), m.queue.size()));
         }
         return out;
+    }
+
+    /** The PONG json, or null when the worker is not serving or did not answer by {@code deadline}. */
+    private static String awaitPong(CompletableFuture<String> pong, long deadline) {
+        if (pong == null) {
+            return null;
+        }
+        try {
+            return pong.get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException | ExecutionException e) {
+            return null;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return null;
+        }
     }
 
     /**

@@ -16,6 +16,7 @@ public final class RegisterRequest {
     public Integer responseTimeout;
     public Integer startupTimeout;
     public Integer preprocessWorkers;
+    public Boolean postprocessInPool;
     /** Wait for the workers to load before answering (TorchServe's REST default: true). */
     public boolean synchronous = true;
     /** Set for models loaded at server startup (describe's loadedAtStartup). */

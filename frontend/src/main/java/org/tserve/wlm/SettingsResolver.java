@@ -34,6 +34,7 @@ public final class SettingsResolver {
             api.put("responseTimeout", req.responseTimeout);
             api.put("startupTimeout", req.startupTimeout);
             api.put("preprocessWorkers", req.preprocessWorkers);
+            api.put("postprocessInPool", req.postprocessInPool);
             if (req.initialWorkers != null) {
                 api.put("minWorkers", req.initialWorkers);
                 api.put("maxWorkers", Math.max(req.initialWorkers, s.maxWorkers));

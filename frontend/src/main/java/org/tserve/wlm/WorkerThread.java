@@ -85,6 +85,8 @@ final class WorkerThread {
         final List<CompletableFuture<Frame>> loadReplies = new ArrayList<>();
         final Semaphore permits;
         volatile String deadReason;
+        /** The PING in flight on rank 0 (describe's stages), completed by its PONG. */
+        volatile CompletableFuture<String> pong;
 
         Connection(SocketChannel[] channels, int inFlightLimit) {
             this.channels = channels;
@@ -113,6 +115,10 @@ final class WorkerThread {
             }
             for (CompletableFuture<Frame> f : loadReplies) {
                 f.completeExceptionally(new IOException(reason));
+            }
+            CompletableFuture<String> p = pong;
+            if (p != null) {
+                p.complete(null);
             }
             for (SocketChannel ch : channels) {
                 try {
@@ -180,6 +186,31 @@ final class WorkerThread {
     long getMemoryUsage() {
         WorkerProcess p = process;
         return p == null || !p.isAlive() ? 0 : p.memoryUsage();
+    }
+
+    /**
+     * Asks the backend for its PONG (pipeline stages, pool pids: docs/protocol.md). Completes with
+     * the PONG json, or with null when the worker is not serving; concurrent callers share one PING.
+     */
+    CompletableFuture<String> ping() {
+        Connection c = conn;
+        if (c == null || !c.alive() || state != WorkerState.READY) {
+            return CompletableFuture.completedFuture(null);
+        }
+        CompletableFuture<String> f;
+        synchronized (c) {
+            if (c.pong != null && !c.pong.isDone()) {
+                return c.pong;
+            }
+            f = new CompletableFuture<>();
+            c.pong = f;
+        }
+        try {
+            c.write(FrameType.PING, 0, new byte[0], false);
+        } catch (IOException e) {
+            f.complete(null);
+        }
+        return f;
     }
 
     /** Completes when the first model load succeeded; fails with a WlmException when it did not. */
@@ -385,6 +416,7 @@ final class WorkerThread {
         j.addProperty("parallelLevel", s.parallelLevel);
         j.addProperty("preprocessWorkers", s.preprocessWorkers);
         j.addProperty("postprocessInPool", s.postprocessInPool);
+        j.addProperty("workerName", name);
         c.write(FrameType.LOAD, LOAD_BATCH_ID, j.toString().getBytes(StandardCharsets.UTF_8), true);
         for (int rank = 0; rank < c.loadReplies.size(); rank++) {
             checkLoaded(c, rank, deadline, s);
@@ -420,6 +452,11 @@ final class WorkerThread {
             String tail = process.lastErrorLines(5);
             LOG.severe(name + ": model load failed" + who + " (" + status + "): " + message
                     + (tail.isEmpty() ? "" : " | " + tail));
+            // 4xx: the worker refused the model as configured (e.g. a handler the preprocess pool cannot
+            // split); its message says why, so the worker's output is not appended
+            if (status >= 400 && status < 500) {
+                throw new WorkerFailure(status, message + who);
+            }
             throw new WorkerFailure(status == 507 ? 507 : 500, message + who
                     + (tail.isEmpty() ? "" : " | last worker output: " + tail));
         }
@@ -537,6 +574,10 @@ final class WorkerThread {
                         onErrorFrame(c, f, rank);
                         break;
                     case FrameType.PONG:
+                        CompletableFuture<String> p = c.pong;
+                        if (rank == 0 && p != null) {
+                            p.complete(f.text());
+                        }
                         break;
                     default:
                         LOG.warning(name + ": ignoring unexpected frame " + f);
