@@ -5,6 +5,9 @@ Drives ``python -m ts.model_service_worker`` directly with the protocol client, 
 setting, their ratio to the no-pool run, and the inference stage's idle fraction (from PONG).
 
     python examples/pipeline/bench_pool.py [--workers 0,1,2] [--batches 24] [--batch-size 8] [--blur-passes 2]
+        [--device cpu|gpu] [--json results.json]
+
+``--device gpu`` runs inference on cuda:0 (preprocessing stays on the CPU, in the pool).
 """
 
 from __future__ import annotations
@@ -38,16 +41,19 @@ def jpeg(seed: int, size: tuple[int, int] = (320, 240)) -> bytes:
     return buf.getvalue()
 
 
-def run(model_dir: Path, workers: int, batches: int, batch_size: int) -> tuple[float, dict]:
+def run(model_dir: Path, workers: int, batches: int, batch_size: int, device: str = "cpu"
+        ) -> tuple[float, dict, tuple[float, float]]:
+    """images/s, the PONG stages, and the measured window (epoch seconds) for GPU samplers."""
     images = [jpeg(i) for i in range(batch_size)]
     with WorkerProcess() as w:
         loaded = w.load({"modelName": "pipeline_image", "modelPath": str(model_dir), "batchSize": batch_size,
-                         "preprocessWorkers": workers})
+                         "preprocessWorkers": workers, "deviceType": device, "gpuId": 0 if device == "gpu" else -1})
         if loaded["status"] != 200:
             raise SystemExit(f"load failed: {loaded['message']}")
         window = workers + 1
         sent = done = 0
         start = time.monotonic()
+        wall_start = time.time()
         while done < batches:
             while sent < batches and sent - done < window:
                 sent += 1
@@ -57,9 +63,10 @@ def run(model_dir: Path, workers: int, batches: int, batch_size: int) -> tuple[f
             assert all(r.status == 200 for r in codec.decode_responses(frame.body))
             done += 1
         elapsed = time.monotonic() - start
+        window_s = (wall_start, time.time())
         w.send(codec.encode_frame(FrameType.PING, 999999))
         stages = codec.decode_json_body(w.recv_until(FrameType.PONG, 999999).body)["stages"]
-    return batches * batch_size / elapsed, stages
+    return batches * batch_size / elapsed, stages, window_s
 
 
 def main() -> None:
@@ -68,7 +75,10 @@ def main() -> None:
     p.add_argument("--batches", type=int, default=24)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--blur-passes", type=int, default=2)
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="where inference runs")
+    p.add_argument("--json", help="also write the rows to this file")
     args = p.parse_args()
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         mar = build(Path(tmp), blur_passes=args.blur_passes)
         model_dir = Path(tmp) / "model"
@@ -77,11 +87,15 @@ def main() -> None:
         base = None
         print(f"{'preprocessWorkers':>17} {'images/s':>9} {'vs 0':>6} {'inference idle':>15}  stages")
         for n in (int(x) for x in args.workers.split(",")):
-            ips, stages = run(model_dir, n, args.batches, args.batch_size)
+            ips, stages, window_s = run(model_dir, n, args.batches, args.batch_size, args.device)
             base = base or ips
+            rows.append({"preprocessWorkers": n, "images_per_s": round(ips, 2), "stages": stages,
+                         "window": window_s})
             idle = stages.get("inference", {}).get("idleFraction")
             print(f"{n:>17} {ips:>9.1f} {ips / base:>6.2f} {'-' if idle is None else f'{idle:.2f}':>15}  "
                   f"{json.dumps(stages)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
