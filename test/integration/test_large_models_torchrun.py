@@ -79,3 +79,38 @@ def test_torchrun_example_through_the_server(store: Path, reference: list[dict],
 
         harness.wait_for(all_removed, 30, interval=0.2, what="DeepSpeed shm buffers removed")
         assert not any(p.exists() for p in left)
+
+
+def _rank_pid(server: harness.Server, rank: int) -> int:
+    """The pid of one rank of the server's torchrun worker (read from /proc)."""
+    from ts import model_server
+
+    for pid in model_server.descendants(server.pid):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"model_service_worker" in cmd and b"torch.distributed.run" not in cmd \
+                and f"RANK={rank}".encode() in env:
+            return pid
+    raise AssertionError(f"no rank {rank} worker process found")
+
+
+def test_tp_job_serves_again_after_a_rank_is_killed(store: Path, reference: list[dict]) -> None:
+    import os
+    import signal
+
+    model = "tiny_llama_tp"
+    with harness.Server(store, env=ENV) as server:
+        assert server.register(f"{model}.mar", initial_workers=1, timeout=420).status_code == 200
+        assert server.predict(model, "Hello", timeout=180).status_code == 200
+        os.kill(_rank_pid(server, 1), signal.SIGKILL)
+
+        def answered() -> bool:
+            # During the elastic restart a request may fail with a clear error; poll until served.
+            resp = server.predict(model, "Hello", timeout=240)
+            assert resp.status_code in (200, 500, 503), resp.text
+            return resp.status_code == 200 and resp.json()["generated_ids"] == reference[0]["generated_ids"]
+
+        harness.wait_for(answered, 300, interval=1.0, what="the restarted tp job to answer")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -39,7 +40,9 @@ class RankCoordinator:
 
     def __init__(self, name: str, rank: int, world_size: int, poll_s: float = 5.0) -> None:
         base = dist.distributed_c10d._get_default_store()
-        self.store = dist.PrefixStore(f"tserve/{name}/", base)
+        # Per restart attempt: a restarted job may share the store with its predecessor.
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        self.store = dist.PrefixStore(f"tserve/{name}/attempt{attempt}/", base)
         self.rank = rank
         self.world_size = world_size
         self.poll = timedelta(seconds=poll_s)
