@@ -42,7 +42,7 @@ def test_tensor_parallel_worker_spans_two_ranks(tmp_path: Path) -> None:
         assert answer == {"rank": 0, "world_size": 2, "sum_of_ranks": 1, "text": "hello"}
         ranks = model_server.descendants(agent)
         assert len(ranks) >= 2, "expected the agent's two rank processes"
-        assert "[default1]" in s.logs("model_log.log")
+        assert "rank 1: " in s.logs("model_log.log")
         r = requests.put(s.management_url + "/models/tp?min_worker=0&max_worker=0&synchronous=true", timeout=120)
         assert r.status_code == 200, r.text
         harness.wait_for(lambda: not alive(agent) and not any(alive(p) for p in ranks), 30,

@@ -311,53 +311,21 @@ public final class ConfigManager {
         return out;
     }
 
-    private volatile Integer detectedGpus;
-
     /**
-     * Number of GPUs: {@code number_of_gpu} (capped at what is detected when detection works),
-     * else the GPUs {@code nvidia-smi} lists (honouring CUDA_VISIBLE_DEVICES), else 0.
+     * Number of GPUs (see {@link org.tserve.dist.DeviceInventory}): {@code number_of_gpu}, capped
+     * at what nvidia-smi detects when it detects any, else the detected count.
      */
     public int getNumberOfGpu() {
         String v = get("number_of_gpu");
-        int detected = detectGpus();
-        if (v != null) {
-            int n = Math.max(0, Integer.parseInt(v));
-            return detected > 0 ? Math.min(n, detected) : n;
-        }
-        return detected;
-    }
-
-    private int detectGpus() {
-        Integer d = detectedGpus;
-        if (d != null) {
-            return d;
-        }
-        int n = 0;
-        try {
-            Process p = new ProcessBuilder("nvidia-smi", "--query-gpu=index", "--format=csv,noheader")
-                    .redirectErrorStream(true).start();
-            p.getOutputStream().close();
-            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            if (p.waitFor(10, java.util.concurrent.TimeUnit.SECONDS) && p.exitValue() == 0) {
-                for (String line : out.split("\n")) {
-                    if (line.trim().matches("\\d+")) {
-                        n++;
-                    }
-                }
-            } else {
-                p.destroyForcibly();
+        Integer configured = null;
+        if (v != null && !v.trim().isEmpty()) {
+            try {
+                configured = Integer.parseInt(v.trim());
+            } catch (NumberFormatException e) {
+                throw new ConfigException("number_of_gpu must be an integer, got '" + v + "'");
             }
-            String visible = System.getenv("CUDA_VISIBLE_DEVICES");
-            if (n > 0 && visible != null) {
-                n = visible.trim().isEmpty() ? 0 : Math.min(n, visible.split(",").length);
-            }
-        } catch (IOException e) {
-            n = 0;   // no nvidia-smi: no GPU
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         }
-        detectedGpus = n;
-        return n;
+        return org.tserve.dist.DeviceInventory.count(configured);
     }
 
     /** The parsed {@code models} block: name → version → settings (keys as in model-config.yaml). */

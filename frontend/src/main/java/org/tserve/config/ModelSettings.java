@@ -20,7 +20,7 @@ public final class ModelSettings {
             "jobQueueSize", "parallelLevel", "preprocessWorkers", "maxRetryTimeoutInSec", "maxBatchesInFlight"));
     /** Sections read by handlers, passed to the worker untouched. */
     private static final Set<String> HANDLER_SECTIONS = new HashSet<>(Arrays.asList(
-            "handler", "pippy", "deepspeed", "pt2", "micro_batching", "mb_parallelism", "dali", "redis"));
+            "handler", "pippy", "deepspeed", "tp", "accelerate", "pt2", "micro_batching", "mb_parallelism", "dali", "redis"));
     /** TorchServe keys tserve does not implement (warned about, then ignored). */
     private static final Set<String> UNSUPPORTED = new HashSet<>(Arrays.asList(
             "clientTimeoutInMills", "useJobTicket", "sequenceBatching", "continuousBatching", "sequenceMaxIdleMSec",
@@ -142,11 +142,9 @@ public final class ModelSettings {
                 for (Map.Entry<?, ?> te : ((Map<?, ?>) v).entrySet()) {
                     t.put(String.valueOf(te.getKey()), te.getValue());
                 }
+                // nproc-per-node is checked against parallelLevel once every layer is applied
+                // (SettingsResolver, via TorchrunOptions.parse), then becomes parallelLevel.
                 torchrun = t;
-                Object nproc = t.get("nproc-per-node");
-                if (nproc != null) {
-                    parallelLevel = toInt("torchrun.nproc-per-node", nproc, source);
-                }
             } else if (HANDLER_SECTIONS.contains(k) || MODELS_JSON_ONLY.contains(k)) {
                 continue;
             } else if (UNSUPPORTED.contains(k)) {

@@ -6,22 +6,45 @@ import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
 
 /**
- * How many accelerators this server may use: {@code number_of_gpu} when configured, else what
- * {@code CUDA_VISIBLE_DEVICES} names, else what {@code nvidia-smi} lists, else none.
+ * How many accelerators this server may use (TorchServe's rule): {@code number_of_gpu} when
+ * configured, capped at the detected count when detection finds any GPU; else the detected
+ * count. Detection: the GPUs {@code nvidia-smi} lists, limited to what
+ * {@code CUDA_VISIBLE_DEVICES} names when it is set; none without nvidia-smi. A configured
+ * count on a machine without GPUs is kept (tests use it to fake devices; the ranks then run
+ * on CPU because CUDA is unavailable to them).
  */
 public final class DeviceInventory {
+    private static volatile Integer detected;
+
     private DeviceInventory() {}
 
     /** @param configured the {@code number_of_gpu} setting, or null when it is not set. */
     public static int count(Integer configured) {
-        if (configured != null) {
-            return Math.max(0, configured);
+        return count(configured, detect());
+    }
+
+    /** The rule alone, for a known detected count. */
+    static int count(Integer configured, int detectedGpus) {
+        if (configured == null) {
+            return detectedGpus;
         }
-        String visible = System.getenv("CUDA_VISIBLE_DEVICES");
-        if (visible != null) {
-            return countVisible(visible);
+        int n = Math.max(0, configured);
+        return detectedGpus > 0 ? Math.min(n, detectedGpus) : n;
+    }
+
+    /** GPUs found on this machine (probed once per JVM). */
+    public static int detect() {
+        Integer d = detected;
+        if (d == null) {
+            int n = countWithNvidiaSmi();
+            String visible = System.getenv("CUDA_VISIBLE_DEVICES");
+            if (n > 0 && visible != null) {
+                n = Math.min(n, countVisible(visible));
+            }
+            d = n;
+            detected = d;
         }
-        return countWithNvidiaSmi();
+        return d;
     }
 
     /** "0,1,3" → 3; "" or "-1" (CUDA's way to hide every device) → 0. */
@@ -41,6 +64,7 @@ public final class DeviceInventory {
         try {
             Process p = new ProcessBuilder("nvidia-smi", "--query-gpu=index", "--format=csv,noheader")
                     .redirectErrorStream(true).start();
+            p.getOutputStream().close();
             int n = 0;
             try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
                 String line;

@@ -57,6 +57,16 @@ public final class TorchrunOptions {
         return !parallelType.equals("pp");
     }
 
+    /** True for pp, tp, pptp and custom: the worker holds {@code parallelLevel} devices of its own. */
+    public boolean isParallel() {
+        return !parallelType.isEmpty();
+    }
+
+    /** Processes (and frontend connections) of one worker: the local ranks of a torchrun job, else 1. */
+    public int ranks() {
+        return usesTorchrun() ? parallelLevel : 1;
+    }
+
     /**
      * Validates the model's distributed settings.
      *
@@ -67,6 +77,16 @@ public final class TorchrunOptions {
      */
     public static TorchrunOptions parse(String model, String parallelType, int parallelLevel, Map<String, Object> torchrun)
             throws IllegalArgumentException {
+        return parse(model, parallelType, parallelLevel, torchrun, new java.util.ArrayList<>());
+    }
+
+    /**
+     * As {@link #parse(String, String, int, Map)}; settings TorchServe accepts but ignores (a
+     * parallelLevel or torchrun block without parallelType: a plain worker) add a line to
+     * {@code warnings} instead of being refused.
+     */
+    public static TorchrunOptions parse(String model, String parallelType, int parallelLevel, Map<String, Object> torchrun,
+                                        List<String> warnings) throws IllegalArgumentException {
         String type = parallelType == null ? "" : parallelType.trim();
         Map<String, Object> block = torchrun == null ? Collections.emptyMap() : torchrun;
         String where = "model " + model + ": ";
@@ -89,8 +109,9 @@ public final class TorchrunOptions {
         }
         if (type.isEmpty()) {
             if (level > 1 || !block.isEmpty()) {
-                throw new IllegalArgumentException(where + "parallelLevel " + level + (block.isEmpty() ? "" : " and a torchrun block")
-                        + " need parallelType (pp, tp, pptp or custom)");
+                // TorchServe runs such a model as one plain worker; so do we, but say so.
+                warnings.add("parallelLevel " + level + (block.isEmpty() ? "" : " and the torchrun block")
+                        + " are ignored without parallelType (pp, tp, pptp or custom): the model runs in one plain worker");
             }
             return new TorchrunOptions("", Math.max(level, 0), 1, 0, 1, "c10d", null, new LinkedHashMap<>());
         }
@@ -170,6 +191,11 @@ public final class TorchrunOptions {
                 cmd.add(value);
             }
         });
+        if (!passThrough.containsKey("tee")) {
+            // every rank's output also on the agent's console, prefixed [default<rank>]:, so
+            // the frontend can copy it into the model log with the rank named
+            cmd.addAll(Arrays.asList("--tee", "3"));
+        }
         cmd.addAll(Arrays.asList("-m", "ts.model_service_worker"));
         cmd.addAll(workerArgs);
         return cmd;

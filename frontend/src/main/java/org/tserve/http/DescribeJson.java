@@ -68,6 +68,19 @@ public final class DescribeJson {
             wo.addProperty("pid", w.pid());
             wo.addProperty("gpu", w.gpu());
             wo.addProperty("gpuUsage", "N/A");
+            if (!w.ranks().isEmpty()) {
+                // distributed workers: one entry per rank (tserve addition to TorchServe's shape)
+                JsonArray ranks = new JsonArray();
+                for (org.tserve.wlm.RankDescription r : w.ranks()) {
+                    JsonObject ro = new JsonObject();
+                    ro.addProperty("rank", r.rank());
+                    ro.addProperty("pid", r.pid());
+                    ro.addProperty("devices", r.devices());
+                    ro.addProperty("state", r.state());
+                    ranks.add(ro);
+                }
+                wo.add("ranks", ranks);
+            }
             addStages(wo, w.pong());
             workers.add(wo);
         }

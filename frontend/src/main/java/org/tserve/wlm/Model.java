@@ -8,6 +8,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import org.tserve.archive.ModelArchive;
 import org.tserve.config.ModelSettings;
+import org.tserve.dist.TorchrunOptions;
 
 /** One registered model version: its archive, settings, bounded job queue and workers. */
 final class Model {
@@ -23,6 +24,8 @@ final class Model {
     private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
     private boolean closed;
     final AtomicInteger gpuCounter = new AtomicInteger();
+    /** The validated parallelType/parallelLevel/torchrun settings (they never change once registered). */
+    final TorchrunOptions dist;
 
     Model(String name, String version, String handler, String runtime, ModelArchive archive, ModelSettings settings,
           boolean loadedAtStartup) {
@@ -32,6 +35,7 @@ final class Model {
         this.runtime = runtime;
         this.archive = archive;
         this.settings = settings;
+        this.dist = SettingsResolver.distributed(name, settings, new ArrayList<>());
         this.loadedAtStartup = loadedAtStartup;
         this.queue = new LinkedBlockingDeque<>(settings.jobQueueSize);
     }

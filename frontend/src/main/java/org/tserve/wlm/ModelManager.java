@@ -26,6 +26,11 @@ import org.tserve.archive.ModelLocator;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
+import org.tserve.dist.DeviceAllocator;
+import org.tserve.dist.DeviceReservation;
+import org.tserve.dist.InsufficientDevicesException;
+import org.tserve.dist.PortBlockAllocator;
+import org.tserve.dist.TorchrunOptions;
 
 /**
  * The models of a server: register, scale, unregister, describe, list, set-default and job
@@ -44,7 +49,10 @@ public final class ModelManager {
     private final Map<String, Versions> models = new ConcurrentHashMap<>();
     private final Object registry = new Object();
     private final AtomicInteger nextPort;
-    private final AtomicInteger nextDistributionPort;
+    /** The server's accelerators: each distributed worker holds parallelLevel of them. */
+    private final DeviceAllocator devices;
+    /** Rank sockets and rendezvous port of torchrun workers, from initial_distribution_port. */
+    private final PortBlockAllocator distPorts;
     private final ScheduledThreadPoolExecutor scheduler;
     private final List<WlmListener> listeners = new CopyOnWriteArrayList<>();
     private volatile boolean shuttingDown;
@@ -64,7 +72,8 @@ public final class ModelManager {
         this.tmpRoot = tmpRoot;
         this.locator = new ModelLocator(cfg.getModelStore(), cfg.allowedUrls(), cfg.getLong("max_download_size"));
         this.nextPort = new AtomicInteger(cfg.getInt("initial_worker_port"));
-        this.nextDistributionPort = new AtomicInteger(cfg.getInt("initial_distribution_port"));
+        this.devices = new DeviceAllocator(cfg.getNumberOfGpu());
+        this.distPorts = new PortBlockAllocator(cfg.getInt("initial_distribution_port"));
         this.scheduler = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "wlm-timer");
             t.setDaemon(true);
@@ -116,7 +125,13 @@ public final class ModelManager {
             throw new WlmException(e.getStatus(), e.getMessage());
         }
         int n = model.getSettings().minWorkers;
-        List<WorkerThread> started = addWorkers(model, n);
+        List<WorkerThread> started;
+        try {
+            started = addWorkers(model, n);
+        } catch (WlmException e) {
+            removeModel(model, "registration failed");
+            throw e;
+        }
         LOG.info("Model " + model.name + " version " + model.version + " registered with " + n + " initial workers");
         if (n == 0) {
             return new StatusResult(200, "Model \"" + model.name + "\" Version: " + model.version
@@ -195,36 +210,69 @@ public final class ModelManager {
         return s != null && !s.isEmpty();
     }
 
-    private List<WorkerThread> addWorkers(Model model, int n) {
-        List<WorkerThread> out = new ArrayList<>();
+    /**
+     * Starts {@code n} workers, or none: every worker's ports and devices are reserved first, and
+     * a request that does not fit is refused (507, naming how many devices are needed and free).
+     */
+    private List<WorkerThread> addWorkers(Model model, int n) throws WlmException {
         ModelSettings s = model.getSettings();
-        for (int i = 0; i < n; i++) {
-            WorkerThread w;
-            if (WorkerProcess.isTorchrun(s)) {
-                // ranks listen on port + local rank, so a job takes parallelLevel ports
-                int port = nextDistributionPort.getAndAdd(s.parallelLevel);
-                int gpus = cfg.getNumberOfGpu();
-                String visible = null;
-                int gpu = -1;
-                if ("gpu".equals(s.deviceType) && gpus > 0) {
-                    int start = model.gpuCounter.getAndAdd(s.parallelLevel);
-                    List<String> ids = new ArrayList<>();
-                    for (int r = 0; r < s.parallelLevel; r++) {
-                        int k = start + r;
-                        ids.add(String.valueOf(s.deviceIds.isEmpty() ? k % gpus : s.deviceIds.get(k % s.deviceIds.size())));
-                    }
-                    visible = String.join(",", ids);
-                    gpu = 0;
-                }
-                w = new WorkerThread(this, model, port, gpu, visible);
-            } else {
-                w = new WorkerThread(this, model, nextPort.getAndIncrement(), gpuFor(model, s), null);
+        TorchrunOptions d = model.dist;
+        List<WorkerThread> out = new ArrayList<>();
+        try {
+            for (int i = 0; i < n; i++) {
+                out.add(newWorker(model, s, d, i, n));
             }
+        } catch (WlmException e) {
+            out.forEach(this::releaseResources);
+            throw e;
+        }
+        for (WorkerThread w : out) {
             model.workers.add(w);
-            out.add(w);
             w.start();
         }
         return out;
+    }
+
+    private WorkerThread newWorker(Model model, ModelSettings s, TorchrunOptions d, int i, int n) throws WlmException {
+        int port;
+        int rdzv = 0;
+        if (d.usesTorchrun()) {
+            try {
+                // ranks listen on port + local rank; the rendezvous takes the port after them
+                port = distPorts.take(d.ranks() + 1);
+            } catch (IllegalStateException e) {
+                throw new WlmException(503, "Model " + model.name + ": " + e.getMessage());
+            }
+            rdzv = port + d.ranks();
+        } else {
+            port = nextPort.getAndIncrement();
+        }
+        if (!d.isParallel()) {
+            return new WorkerThread(this, model, port, gpuFor(model, s), null, 0);
+        }
+        DeviceReservation held = null;
+        if ("gpu".equals(s.deviceType) && devices.total() > 0) {
+            try {
+                held = devices.reserve(WorkerThread.name(port, model), d.parallelLevel, s.deviceIds);
+            } catch (InsufficientDevicesException e) {
+                if (rdzv > 0) {
+                    distPorts.release(port, d.ranks() + 1);
+                }
+                throw new WlmException(507, "Cannot start worker " + (i + 1) + " of " + n + " for model " + model.name
+                        + " (parallelLevel " + d.parallelLevel + "): " + e.getMessage());
+            }
+        }
+        // gpuId 0: the first of the worker's own CUDA_VISIBLE_DEVICES (ranks use LOCAL_RANK)
+        return new WorkerThread(this, model, port, held == null ? -1 : 0, held, rdzv);
+    }
+
+    /** Gives a stopped worker's devices and ports back. */
+    private void releaseResources(WorkerThread w) {
+        devices.release(w.getDevices());
+        if (w.getRdzvPort() > 0) {
+            int port = Integer.parseInt(w.getId());
+            distPorts.release(port, w.getRdzvPort() - port + 1);
+        }
     }
 
     private int gpuFor(Model model, ModelSettings s) {
@@ -275,12 +323,18 @@ public final class ModelManager {
         List<WorkerThread> added;
         List<WorkerThread> removed = new ArrayList<>();
         synchronized (model) {
-            ModelSettings s = model.getSettings().copy();
+            ModelSettings before = model.getSettings();
+            ModelSettings s = before.copy();
             s.minWorkers = min;
             s.maxWorkers = max;
             model.setSettings(s);
             List<WorkerThread> active = model.activeWorkers();
-            added = active.size() < min ? addWorkers(model, min - active.size()) : List.of();
+            try {
+                added = active.size() < min ? addWorkers(model, min - active.size()) : List.of();
+            } catch (WlmException e) {
+                model.setSettings(before);   // refused: nothing changed
+                throw e;
+            }
             for (int i = active.size() - 1; i >= max; i--) {
                 WorkerThread w = active.get(i);
                 w.stop();
@@ -331,6 +385,7 @@ public final class ModelManager {
     /** Called by a worker thread when it has stopped for good. */
     void workerStopped(Model model, WorkerThread w) {
         model.workers.remove(w);
+        releaseResources(w);
         if (model.activeWorkers().isEmpty() && !model.queue.isEmpty() && w.getState() == WorkerState.STOPPED
                 && !w.isStopping()) {
             model.failQueued(503, "Model \"" + model.name + "\" has no worker left (workers failed to recover)");
@@ -456,7 +511,7 @@ public final class ModelManager {
             List<WorkerDescription> ws = new ArrayList<>();
             for (WorkerThread w : m.workers) {
                 ws.add(new WorkerDescription(w.getId(), w.getStartTime(), w.getState(), w.getMemoryUsage(), w.getPid(),
-                        w.getGpuId() >= 0, w.getGpuId(), awaitPong(pongs.get(w), pongDeadline)));
+                        w.getGpuId() >= 0, w.getGpuId(), w.getRanks(), awaitPong(pongs.get(w), pongDeadline)));
             }
             out.add(new ModelDescription(m.name, m.version, m.getArchive().getUrl(), m.runtime, m.version.equals(def),
                     m.getSettings().copy(), m.loadedAtStartup, ws, m.queue.remainingCapacity(), m.queue.size()));

@@ -3,8 +3,10 @@ package org.tserve.wlm;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
+import org.tserve.dist.TorchrunOptions;
 
 /**
  * Resolves a model version's settings, lowest priority first: config.properties defaults, its
@@ -41,6 +43,21 @@ public final class SettingsResolver {
             }
         }
         s.apply(api, "register parameters", warnings);
+        s.parallelLevel = distributed(name, s, warnings).parallelLevel;
         return s;
+    }
+
+    /**
+     * The validated parallel/torchrun settings (TorchrunOptions.parse on the values as written,
+     * so nproc-per-node differing from parallelLevel is caught).
+     *
+     * @throws ConfigException naming both values of an inconsistent pair
+     */
+    public static TorchrunOptions distributed(String name, ModelSettings s, List<String> warnings) {
+        try {
+            return TorchrunOptions.parse(name, s.parallelType, s.parallelLevel, s.torchrun, warnings);
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(e.getMessage());
+        }
     }
 }

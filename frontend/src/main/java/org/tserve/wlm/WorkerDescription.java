@@ -1,9 +1,11 @@
 package org.tserve.wlm;
 
+import java.util.List;
+
 /**
- * One worker as the describe API shows it. {@code pong} is the backend's PONG json (pipeline
- * {@code stages}, {@code poolPids}), null when it did not answer.
+ * One worker as the describe API shows it; {@code ranks} is empty for a plain worker. {@code pong}
+ * is the backend's PONG json (pipeline {@code stages}, {@code poolPids}), null when it did not answer.
  */
 public record WorkerDescription(String id, long startTimeMillis, WorkerState state, long memoryUsage, long pid,
-                                boolean gpu, int gpuId, String pong) {
+                                boolean gpu, int gpuId, List<RankDescription> ranks, String pong) {
 }

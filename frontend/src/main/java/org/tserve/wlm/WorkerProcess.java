@@ -16,12 +16,14 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Logger;
 import java.util.regex.Pattern;
-import org.tserve.config.ModelSettings;
+import org.tserve.dist.DeviceReservation;
+import org.tserve.dist.TorchrunOptions;
 import org.tserve.util.Logging;
 
 /**
- * One Python backend process ({@code python -m ts.model_service_worker}): launch, log copying
- * (every line into the model log, prefixed with worker and model), and killing its process tree.
+ * One Python backend process ({@code python -m ts.model_service_worker}) or torchrun job: launch,
+ * log copying (every line into the model log, prefixed with worker and model, and for a torchrun
+ * job with the rank), and killing its whole process tree.
  */
 final class WorkerProcess {
     private static final Logger MODEL_LOG = Logger.getLogger(Logging.MODEL_LOG);
@@ -34,9 +36,19 @@ final class WorkerProcess {
     private volatile boolean started;
     private final List<Thread> pumps = new ArrayList<>();
 
-    private WorkerProcess(Process process, String prefix) {
+    /** Environment variable naming the worker in every process of a torchrun job. */
+    static final String TAG_VAR = "TSERVE_WORKER_TAG";
+    /** torchrun's {@code --tee} prefix: {@code [default<local rank>]:}. */
+    private static final Pattern TEE = Pattern.compile("^\\[default(\\d+)\\]:(.*)$");
+    /** Tag of a torchrun job's processes, or null for a plain worker. */
+    private final String tag;
+    /** (MASTER_ADDR, MASTER_PORT) of every attempt the ranks ran with, for DeepSpeed's shm files. */
+    private final java.util.Set<String> shmPrefixes = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    private WorkerProcess(Process process, String prefix, String tag) {
         this.process = process;
         this.prefix = prefix;
+        this.tag = tag;
     }
 
     /** The Unix socket path of a worker port. */
@@ -44,60 +56,37 @@ final class WorkerProcess {
         return env.socketDir.resolve(".ts.sock." + port);
     }
 
-    /** A torchrun job: {@code parallelType} pp, tp or pptp with {@code parallelLevel > 0} (TorchServe's rule). */
-    static boolean isTorchrun(ModelSettings s) {
-        return s.parallelLevel > 0 && (s.parallelType.equals("pp") || s.parallelType.equals("tp")
-                || s.parallelType.equals("pptp"));
-    }
-
     /**
-     * {@code <python> -m torch.distributed.run ... -m ts.model_service_worker}: one elastic agent
-     * with {@code parallelLevel} ranks, each listening on socket {@code port + local rank}.
+     * Launches a worker: a plain {@code <python> -m ts.model_service_worker}, or for pp/tp/pptp
+     * one torchrun agent ({@link TorchrunOptions#command}) whose ranks listen on socket
+     * {@code port + local rank}.
+     *
+     * @param devices the worker's reserved devices (CUDA_VISIBLE_DEVICES), or null
+     * @param rdzvPort the rendezvous port of a torchrun job (from initial_distribution_port)
      */
-    private static List<String> torchrunPrefix(WorkerEnvironment env, ModelSettings s, Model model, int port) {
-        Map<String, Object> t = s.torchrun;
-        List<String> cmd = new ArrayList<>(List.of(env.python, "-m", "torch.distributed.run"));
-        String nnodes = String.valueOf(t.getOrDefault("nnodes", 1));
-        cmd.addAll(List.of("--nnodes", nnodes, "--nproc-per-node", String.valueOf(s.parallelLevel)));
-        Object endpoint = t.get("rdzv-endpoint");
-        if (endpoint == null && nnodes.equals("1")) {
-            cmd.add("--standalone");   // c10d on a free local port: jobs never share a rendezvous
-        } else {
-            cmd.addAll(List.of("--rdzv-backend", String.valueOf(t.getOrDefault("rdzv-backend", "c10d")),
-                    "--rdzv-id", model.name + "_" + port));
-            if (endpoint != null) {
-                cmd.addAll(List.of("--rdzv-endpoint", String.valueOf(endpoint)));
-            }
-            if (t.get("node-rank") != null) {
-                cmd.addAll(List.of("--node-rank", String.valueOf(t.get("node-rank"))));
-            }
-        }
-        Path logDir = Logging.logDir().toPath().resolve("torchelastic_ts");
-        cmd.addAll(List.of("--max-restarts", String.valueOf(t.getOrDefault("max-restarts", 1))));
-        if (t.get("monitor-interval") != null) {
-            cmd.addAll(List.of("--monitor-interval", String.valueOf(t.get("monitor-interval"))));
-        }
-        cmd.addAll(List.of("--log-dir", logDir.toString(), "--tee", "3", "-m", "ts.model_service_worker"));
-        return cmd;
-    }
-
-    static WorkerProcess start(WorkerEnvironment env, Model model, int port, String workerName, String visibleDevices)
-            throws IOException {
-        ModelSettings settings = model.getSettings();
-        boolean torchrun = isTorchrun(settings);
-        List<String> cmd = torchrun ? torchrunPrefix(env, settings, model, port)
-                : new ArrayList<>(List.of(env.python, "-m", "ts.model_service_worker"));
+    static WorkerProcess start(WorkerEnvironment env, Model model, int port, String workerName,
+                               DeviceReservation devices, int rdzvPort) throws IOException {
+        TorchrunOptions dist = model.dist;
+        boolean torchrun = dist.usesTorchrun();
+        List<String> workerArgs = new ArrayList<>();
         if (env.useTcp) {
-            cmd.addAll(List.of("--sock-type", "tcp", "--host", "127.0.0.1", "--port", String.valueOf(port)));
+            workerArgs.addAll(List.of("--sock-type", "tcp", "--host", "127.0.0.1", "--port", String.valueOf(port)));
         } else {
-            Path sock = socketPath(env, port);
-            for (int r = 0; r < (torchrun ? settings.parallelLevel : 1); r++) {
+            for (int r = 0; r < dist.ranks(); r++) {
                 Files.deleteIfExists(socketPath(env, port + r));
             }
-            cmd.addAll(List.of("--sock-type", "unix", "--sock-name", sock.toString()));
+            workerArgs.addAll(List.of("--sock-type", "unix", "--sock-name", socketPath(env, port).toString()));
         }
         if (env.metricsConfig != null && !env.metricsConfig.isEmpty()) {
-            cmd.addAll(List.of("--metrics-config", env.metricsConfig));
+            workerArgs.addAll(List.of("--metrics-config", env.metricsConfig));
+        }
+        List<String> cmd;
+        if (torchrun) {
+            Path logDir = Logging.logDir().toPath().resolve("torchelastic_ts");
+            cmd = dist.command(env.python, model.name + "_" + port, "127.0.0.1:" + rdzvPort, logDir.toString(), workerArgs);
+        } else {
+            cmd = new ArrayList<>(List.of(env.python, "-m", "ts.model_service_worker"));
+            cmd.addAll(workerArgs);
         }
         ProcessBuilder pb = new ProcessBuilder(cmd);
         pb.directory(model.getArchive().getModelDir().toFile());
@@ -120,19 +109,17 @@ final class WorkerProcess {
         e.put("PYTHONPATH", String.join(File.pathSeparator, path));
         e.put("TS_DECODE_INPUT_REQUEST", String.valueOf(env.decodeInputRequest));
         e.put("PYTHONUNBUFFERED", "1");
+        String tag = ProcessHandle.current().pid() + "-" + workerName + "-" + System.nanoTime();
         if (torchrun) {
-            // a fresh rendezvous store per elastic restart attempt (see shared notes on torchrun)
-            e.put("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1");
-            e.put("OMP_NUM_THREADS", String.valueOf(settings.torchrun.getOrDefault("OMP_NUMBER_THREADS", 1)));
-            if (!e.containsKey("HF_HUB_OFFLINE")) {
-                e.put("HF_HUB_OFFLINE", "1");
-            }
+            e.putAll(dist.environment(devices));
+            // inherited by every rank, also ranks torchrun restarts: found again when stopping
+            e.put(TAG_VAR, tag);
+        } else if (devices != null) {
+            e.put("CUDA_VISIBLE_DEVICES", devices.cudaVisibleDevices());   // custom: one process, its devices
         }
-        if (visibleDevices != null) {
-            e.put("CUDA_VISIBLE_DEVICES", visibleDevices);
-        }
-        LOG.info(workerName + ": launching " + String.join(" ", cmd));
-        WorkerProcess wp = new WorkerProcess(pb.start(), workerName);
+        LOG.info(workerName + ": launching " + String.join(" ", cmd)
+                + (devices == null ? "" : " with CUDA_VISIBLE_DEVICES=" + devices.cudaVisibleDevices()));
+        WorkerProcess wp = new WorkerProcess(pb.start(), workerName, torchrun ? tag : null);
         wp.process.getOutputStream().close();
         wp.pump(wp.process.getInputStream(), "stdout", false);
         wp.pump(wp.process.getErrorStream(), "stderr", true);
@@ -144,6 +131,12 @@ final class WorkerProcess {
             try (BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
                 String line;
                 while ((line = r.readLine()) != null) {
+                    if (tag != null) {
+                        java.util.regex.Matcher m = TEE.matcher(line);
+                        // a rank's line, or the elastic agent's own (LOGLEVEL=INFO)
+                        line = m.matches() ? prefix + " rank " + m.group(1) + ": " + m.group(2)
+                                : prefix + " torchrun: " + line;
+                    }
                     MODEL_LOG.info(line);
                     if (line.contains("Torch worker started.")) {
                         started = true;
@@ -212,6 +205,10 @@ final class WorkerProcess {
     void stop(long millis) {
         try {
             if (process.waitFor(millis, TimeUnit.MILLISECONDS)) {
+                if (tag != null) {
+                    ProcessTree.killTagged(TAG_VAR, tag, 5000);   // the agent is gone; no rank may stay
+                    removeShmBuffers();
+                }
                 return;
             }
         } catch (InterruptedException e) {
@@ -220,18 +217,44 @@ final class WorkerProcess {
         kill();
     }
 
-    /** SIGKILLs the process and all its descendants. */
+    /**
+     * SIGKILLs the process and all its descendants. For a torchrun job, the agent dies first (so
+     * it restarts nothing), then the ranks it had, then any process still carrying the job's tag
+     * (ranks started while we looked), until none is left; then DeepSpeed's shm files go.
+     */
     void kill() {
         List<ProcessHandle> tree = new ArrayList<>();
         process.toHandle().descendants().forEach(tree::add);
         process.destroyForcibly();
-        for (ProcessHandle h : tree) {
-            h.destroyForcibly();
-        }
         try {
             process.waitFor(5, TimeUnit.SECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+        }
+        process.toHandle().descendants().forEach(tree::add);
+        for (ProcessHandle h : tree) {
+            h.destroyForcibly();
+        }
+        if (tag != null) {
+            ProcessTree.killTagged(TAG_VAR, tag, 5000);
+        }
+        removeShmBuffers();
+    }
+
+    /** Remembers a rank's rendezvous store, which names its DeepSpeed shm buffer. */
+    void noteRankEnvironment(Map<String, String> rankEnv) {
+        String addr = rankEnv.get("MASTER_ADDR");
+        String port = rankEnv.get("MASTER_PORT");
+        if (addr != null && port != null) {
+            shmPrefixes.add(ProcessTree.deepspeedShmPrefix(addr, port));
+        }
+    }
+
+    /** Removes {@code /dev/shm/deepspeed_allreduce_buffer_*} files of this job's (dead) ranks. */
+    void removeShmBuffers() {
+        int n = ProcessTree.removeShmFiles(shmPrefixes);
+        if (n > 0) {
+            LOG.info(prefix + ": removed " + n + " DeepSpeed shm buffer(s) of its ranks");
         }
     }
 

@@ -23,6 +23,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.tserve.config.ModelSettings;
+import org.tserve.dist.DeviceReservation;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.Frame;
 import org.tserve.wlm.protocol.FrameType;
@@ -85,6 +86,8 @@ final class WorkerThread {
         final List<CompletableFuture<Frame>> loadReplies = new ArrayList<>();
         final Semaphore permits;
         volatile String deadReason;
+        /** The rank whose connection closed first (-1: the frontend ended the connection). */
+        volatile int deadRank = -1;
         /** The PING in flight on rank 0 (describe's stages), completed by its PONG. */
         volatile CompletableFuture<String> pong;
 
@@ -110,8 +113,13 @@ final class WorkerThread {
         }
 
         void die(String reason) {
+            die(reason, -1);
+        }
+
+        synchronized void die(String reason, int rank) {
             if (deadReason == null) {
                 deadReason = reason;
+                deadRank = rank;
             }
             for (CompletableFuture<Frame> f : loadReplies) {
                 f.completeExceptionally(new IOException(reason));
@@ -141,15 +149,82 @@ final class WorkerThread {
         }
     }
 
-    private final String visibleDevices;
+    /** Devices reserved for this worker (held until it stops for good), or null. */
+    private final DeviceReservation devices;
+    /** Rendezvous port of a torchrun job (0 for a plain worker). */
+    private final int rdzvPort;
+    /** Per rank: pid (from its LOADED answer, -1 before) and state, for describe. */
+    private volatile long[] rankPids = new long[0];
+    private volatile String[] rankStates = new String[0];
+    /** Elastic restarts torchrun made in the current agent's lifetime. */
+    private volatile int elasticRestarts;
 
-    WorkerThread(ModelManager manager, Model model, int port, int gpuId, String visibleDevices) {
+    WorkerThread(ModelManager manager, Model model, int port, int gpuId, DeviceReservation devices, int rdzvPort) {
         this.manager = manager;
         this.model = model;
         this.port = port;
         this.gpuId = gpuId;
-        this.visibleDevices = visibleDevices;
-        this.name = "W-" + port + "-" + model.name + "_" + model.version;
+        this.devices = devices;
+        this.rdzvPort = rdzvPort;
+        this.name = name(port, model);
+    }
+
+    /** The worker's name in logs and metrics: {@code W-<port>-<model>_<version>}. */
+    static String name(int port, Model model) {
+        return "W-" + port + "-" + model.name + "_" + model.version;
+    }
+
+    DeviceReservation getDevices() {
+        return devices;
+    }
+
+    int getRdzvPort() {
+        return rdzvPort;
+    }
+
+    String getName() {
+        return name;
+    }
+
+    /** The ranks of a distributed worker (empty for a plain one). */
+    List<RankDescription> getRanks() {
+        if (!model.dist.isParallel()) {
+            return List.of();
+        }
+        long[] pids = rankPids;
+        String[] states = rankStates;
+        List<RankDescription> out = new ArrayList<>();
+        for (int r = 0; r < pids.length; r++) {
+            out.add(new RankDescription(r, pids[r], devicesOf(r), states[r]));
+        }
+        return out;
+    }
+
+    /** Local rank r sees CUDA device r of the worker's CUDA_VISIBLE_DEVICES (custom: all of them). */
+    private String devicesOf(int rank) {
+        if (devices == null) {
+            return "cpu";
+        }
+        if (!model.dist.usesTorchrun()) {
+            return devices.cudaVisibleDevices();
+        }
+        List<Integer> ids = devices.deviceIds();
+        return rank < ids.size() ? String.valueOf(ids.get(rank)) : "cpu";
+    }
+
+    private void setRanks(int n, String state) {
+        long[] pids = new long[n];
+        String[] states = new String[n];
+        java.util.Arrays.fill(pids, -1);
+        java.util.Arrays.fill(states, state);
+        rankPids = pids;
+        rankStates = states;
+    }
+
+    private void markRanks(String state) {
+        String[] states = rankStates.clone();
+        java.util.Arrays.fill(states, state);
+        rankStates = states;
     }
 
     void start() {
@@ -292,6 +367,7 @@ final class WorkerThread {
                 int delay = BACKOFF[Math.min(retries, BACKOFF.length - 1)];
                 retries++;
                 state = WorkerState.RESTARTING;
+                markRanks("RESTARTING");
                 LOG.warning(name + ": Retry worker: " + port + " in " + delay + " seconds. (" + failure + ")");
                 if (stopSignal.await(delay, TimeUnit.SECONDS)) {
                     break;
@@ -301,23 +377,53 @@ final class WorkerThread {
             Thread.currentThread().interrupt();
         } finally {
             state = WorkerState.STOPPED;
+            markRanks("STOPPED");
             if (!firstLoad.isDone()) {
                 firstLoad.completeExceptionally(new WlmException(500, "worker stopped before loading the model"));
             }
+            manager.workerStopped(model, this);   // devices and ports are free once stopped() completes
             stopped.complete(null);
-            manager.workerStopped(model, this);
         }
     }
 
-    /** One process lifetime; returns true if the model got loaded. */
+    /**
+     * One process lifetime; returns true if the model got loaded. A torchrun job whose rank died
+     * while torch.distributed.elastic restarts the group is reconnected and reloaded within the
+     * same lifetime (the agent keeps running).
+     */
     private boolean runOnce() throws WorkerFailure, IOException, InterruptedException {
         state = WorkerState.STARTING;
         startTime = System.currentTimeMillis();
         ModelSettings s = model.getSettings();
         WorkerEnvironment env = manager.workerEnvironment();
-        process = WorkerProcess.start(env, model, port, name, visibleDevices);
+        elasticRestarts = 0;
+        setRanks(model.dist.isParallel() ? model.dist.ranks() : 0, "STARTING");
+        process = WorkerProcess.start(env, model, port, name, devices, rdzvPort);
+        while (true) {
+            Connection c = connectAndLoad(env, model.getSettings());
+            state = WorkerState.READY;
+            markRanks("READY");
+            LOG.info(name + ": model " + model.name + " version " + model.version + " loaded by worker pid "
+                    + process.pid() + (elasticRestarts > 0 ? " after elastic restart " + elasticRestarts : ""));
+            manager.workerLoaded(model, name, System.currentTimeMillis() - startTime);
+            firstLoad.complete(null);
+            writeLoop(c);
+            if (stopping) {
+                if (c.alive()) {
+                    drainAndStop(c, s);
+                }
+                return true;
+            }
+            if (!elasticRestart(c)) {
+                return true;
+            }
+        }
+    }
+
+    private Connection connectAndLoad(WorkerEnvironment env, ModelSettings s)
+            throws WorkerFailure, IOException, InterruptedException {
         long deadline = System.currentTimeMillis() + s.startupTimeout * 1000L;
-        int ranks = ranks(s);
+        int ranks = model.dist.ranks();
         SocketChannel[] chs = new SocketChannel[ranks];
         try {
             for (int r = 0; r < ranks; r++) {
@@ -340,25 +446,47 @@ final class WorkerThread {
             reader.start();
         }
         load(c, deadline, s);
-        state = WorkerState.READY;
-        LOG.info(name + ": model " + model.name + " version " + model.version + " loaded by worker pid " + process.pid());
-        manager.workerLoaded(model, name, System.currentTimeMillis() - startTime);
-        firstLoad.complete(null);
-        writeLoop(c);
-        if (stopping && c.alive()) {
-            drainAndStop(c, s);
+        return c;
+    }
+
+    /**
+     * After a rank's connection closed: if the torchrun agent lives and has restarts left, fail
+     * the in-flight jobs saying so and return true (the caller reconnects to the restarted
+     * ranks); else return false and let the worker restart with the normal backoff.
+     */
+    private boolean elasticRestart(Connection c) {
+        int dead = c.deadRank;
+        if (!model.dist.usesTorchrun() || dead < 0) {
+            return false;
         }
+        int max = model.dist.maxRestarts;
+        String who = "rank " + dead + " of worker " + port;
+        if (elasticRestarts >= max || !process.isAlive()) {
+            c.deadReason = who + " died; torchrun has no restarts left (max-restarts " + max
+                    + "): the worker is restarted";
+            return false;
+        }
+        elasticRestarts++;
+        String msg = who + " died; torchrun is restarting the ranks (restart " + elasticRestarts + " of " + max + ")";
+        LOG.warning(name + ": " + msg);
+        state = WorkerState.STARTING;
+        markRanks("RESTARTING");
+        failInFlight(msg);
         return true;
     }
 
-    /** Ranks of one worker: parallelLevel for a torchrun job, else 1. */
-    static int ranks(ModelSettings s) {
-        return WorkerProcess.isTorchrun(s) ? s.parallelLevel : 1;
-    }
-
-    /** Inference goes to every rank for tensor parallel types, to rank 0 otherwise (TorchServe's rule). */
-    private static boolean broadcast(ModelSettings s) {
-        return WorkerProcess.isTorchrun(s) && !s.parallelType.equals("pp");
+    private void failInFlight(String msg) {
+        for (Long id : new ArrayList<>(inFlight.keySet())) {
+            Batch b = inFlight.remove(id);
+            if (b != null) {
+                if (b.timeout != null) {
+                    b.timeout.cancel(false);
+                }
+                for (Job j : b.jobs) {
+                    j.fail(500, msg);
+                }
+            }
+        }
     }
 
     private SocketChannel connect(WorkerEnvironment env, int rankPort, long deadline, int timeoutSec)
@@ -447,6 +575,9 @@ final class WorkerThread {
         } catch (RuntimeException e) {
             message = "unreadable " + FrameType.name(f.type) + " answer: " + f.text();
         }
+        if (f.type == FrameType.LOADED && status == 200 && model.dist.isParallel()) {
+            noteRank(rank, f.text());
+        }
         if (f.type != FrameType.LOADED || status != 200) {
             process.drainLogs(300);
             String tail = process.lastErrorLines(5);
@@ -459,6 +590,24 @@ final class WorkerThread {
             }
             throw new WorkerFailure(status == 507 ? 507 : 500, message + who
                     + (tail.isEmpty() ? "" : " | last worker output: " + tail));
+        }
+    }
+
+    /** Records a rank's pid from its LOADED answer, and its store address (DeepSpeed's shm names). */
+    private void noteRank(int rank, String loaded) {
+        try {
+            JsonObject r = JsonParser.parseString(loaded).getAsJsonObject();
+            if (r.has("pid") && rank < rankPids.length) {
+                long pid = r.get("pid").getAsLong();
+                long[] pids = rankPids.clone();
+                pids[rank] = pid;
+                rankPids = pids;
+                if (model.dist.usesTorchrun()) {
+                    process.noteRankEnvironment(ProcessTree.environ(pid));
+                }
+            }
+        } catch (RuntimeException ignored) {
+            // an old worker without pid: describe shows -1
         }
     }
 
@@ -490,7 +639,8 @@ final class WorkerThread {
             b.timeout = manager.scheduler().schedule(() -> onTimeout(c, b, timeoutSec), timeoutSec, TimeUnit.SECONDS);
             try {
                 long t0 = System.nanoTime();
-                c.write(FrameType.INFERENCE, id, Codec.encodeBatch(reqs), broadcast(s));
+                c.write(FrameType.INFERENCE, id, Codec.encodeBatch(reqs),
+                        model.dist.usesTorchrun() && model.dist.broadcastsInference());
                 b.frontendNanos = System.nanoTime() - t0;
             } catch (IOException e) {
                 c.die("write to worker failed: " + e.getMessage());
@@ -588,7 +738,8 @@ final class WorkerThread {
                 LOG.warning(name + ": Worker disconnected" + (c.channels.length > 1 ? " (rank " + rank + ")" : "") + ": "
                         + e.getMessage());
             }
-            c.die(e instanceof java.io.EOFException ? "worker closed the connection" : e.getMessage());
+            c.die((c.channels.length > 1 ? "rank " + rank + ": " : "")
+                    + (e instanceof java.io.EOFException ? "worker closed the connection" : e.getMessage()), rank);
         } catch (RuntimeException e) {
             LOG.log(Level.SEVERE, name + ": reader failed", e);
             c.die("frontend reader failed: " + e);

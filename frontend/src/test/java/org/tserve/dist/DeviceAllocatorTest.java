@@ -89,7 +89,10 @@ public class DeviceAllocatorTest {
         assertEquals(0, DeviceInventory.countVisible(""));
         assertEquals(0, DeviceInventory.countVisible("-1"));
         assertEquals(1, DeviceInventory.countVisible("2,-1,3"));
-        assertEquals(4, DeviceInventory.count(4));
-        assertEquals(0, DeviceInventory.count(-2));
+        assertEquals("no GPU detected: the configured count stands", 4, DeviceInventory.count(4, 0));
+        assertEquals("capped at the detected count", 2, DeviceInventory.count(4, 2));
+        assertEquals(1, DeviceInventory.count(1, 2));
+        assertEquals("unset: what is detected", 2, DeviceInventory.count(null, 2));
+        assertEquals(0, DeviceInventory.count(-2, 0));
     }
 }

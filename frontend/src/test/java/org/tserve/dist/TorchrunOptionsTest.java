@@ -44,6 +44,10 @@ public class TorchrunOptionsTest {
                 "--rdzv-id", "llama_29500", "--max-restarts", "2", "--log-dir", "/logs/torchelastic",
                 "--tee", "3", "-m", "ts.model_service_worker", "--sock-type", "unix", "--sock-name",
                 "/tmp/s/.ts.sock.29500"), cmd);
+        List<String> plain = TorchrunOptions.parse("llama", "pp", 2, Collections.emptyMap())
+                .command("py", "id", "127.0.0.1:1", "/l", Collections.emptyList());
+        assertEquals("--tee 3 unless the yaml sets tee", "3", plain.get(plain.indexOf("--tee") + 1));
+        assertEquals("TorchServe's default", "1", plain.get(plain.indexOf("--max-restarts") + 1));
         Map<String, String> env = o.environment(null);
         assertEquals("1", env.get("OMP_NUM_THREADS"));
         assertEquals("1", env.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE"));
@@ -72,8 +76,10 @@ public class TorchrunOptionsTest {
         assertTrue(msg, msg.contains("pp") && msg.contains("parallelLevel >= 2, got 1"));
         msg = refusal("tp", 0, Collections.emptyMap());
         assertTrue(msg, msg.contains("needs parallelLevel >= 1"));
-        msg = refusal("", 2, Collections.emptyMap());
-        assertTrue(msg, msg.contains("need parallelType"));
+        List<String> warnings = new java.util.ArrayList<>();
+        TorchrunOptions plain = TorchrunOptions.parse("m", "", 2, Collections.emptyMap(), warnings);
+        assertFalse("TorchServe runs parallelLevel without parallelType as a plain worker", plain.isParallel());
+        assertTrue(warnings.toString(), warnings.get(0).contains("ignored without parallelType"));
         msg = refusal("xp", 2, Collections.emptyMap());
         assertTrue(msg, msg.contains("parallelType must be one of"));
     }

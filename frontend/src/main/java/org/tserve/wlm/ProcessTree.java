@@ -1,0 +1,152 @@
+package org.tserve.wlm;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.logging.Logger;
+
+/**
+ * Linux process lookups for torchrun jobs: a process's environment, every process carrying a
+ * worker's tag (the ranks torch.distributed.elastic started, also after a restart or once the
+ * agent is gone and they were re-parented), and DeepSpeed's shared-memory buffer files.
+ */
+final class ProcessTree {
+    private static final Logger LOG = Logger.getLogger(ProcessTree.class.getName());
+    static final Path SHM = Path.of("/dev/shm");
+    private static final String SHM_PREFIX = "deepspeed_allreduce_buffer_";
+
+    private ProcessTree() {
+    }
+
+    /** The environment of a process of ours, or an empty map when it cannot be read. */
+    static Map<String, String> environ(long pid) {
+        Map<String, String> env = new HashMap<>();
+        byte[] raw;
+        try {
+            raw = Files.readAllBytes(Path.of("/proc", String.valueOf(pid), "environ"));
+        } catch (IOException | SecurityException e) {
+            return env;
+        }
+        for (String kv : new String(raw, StandardCharsets.UTF_8).split("\0")) {
+            int eq = kv.indexOf('=');
+            if (eq > 0) {
+                env.put(kv.substring(0, eq), kv.substring(eq + 1));
+            }
+        }
+        return env;
+    }
+
+    /** Live processes whose environment has {@code var=tag}. */
+    static List<ProcessHandle> tagged(String var, String tag) {
+        byte[] needle = ("\0" + var + "=" + tag + "\0").getBytes(StandardCharsets.UTF_8);
+        List<ProcessHandle> out = new ArrayList<>();
+        long self = ProcessHandle.current().pid();
+        ProcessHandle.allProcesses().forEach(h -> {
+            if (h.pid() == self || !h.isAlive()) {
+                return;
+            }
+            try {
+                byte[] raw = Files.readAllBytes(Path.of("/proc", String.valueOf(h.pid()), "environ"));
+                byte[] padded = new byte[raw.length + 1];
+                padded[0] = 0;
+                System.arraycopy(raw, 0, padded, 1, raw.length);
+                if (indexOf(padded, needle) >= 0) {
+                    out.add(h);
+                }
+            } catch (IOException | SecurityException e) {
+                // gone, or not ours
+            }
+        });
+        return out;
+    }
+
+    /** SIGKILLs every process tagged {@code var=tag} until none is left (bounded). */
+    static int killTagged(String var, String tag, long millis) {
+        long deadline = System.currentTimeMillis() + millis;
+        int killed = 0;
+        while (true) {
+            List<ProcessHandle> left = tagged(var, tag);
+            if (left.isEmpty()) {
+                return killed;
+            }
+            for (ProcessHandle h : left) {
+                if (h.destroyForcibly()) {
+                    killed++;
+                }
+            }
+            if (System.currentTimeMillis() > deadline) {
+                LOG.warning("processes of " + tag + " still alive after SIGKILL: " + left);
+                return killed;
+            }
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return killed;
+            }
+        }
+    }
+
+    /**
+     * DeepSpeed's name for a rank's shm buffer, up to the rank: {@code
+     * deepspeed_allreduce_buffer_<uid>_<MASTER_ADDR>_<MASTER_PORT>_} (see
+     * ts/handler_utils/distributed/deepspeed_shm.py).
+     */
+    static String deepspeedShmPrefix(String masterAddr, String masterPort) {
+        return SHM_PREFIX + uid() + "_" + masterAddr + "_" + masterPort + "_";
+    }
+
+    /** Deletes the files in /dev/shm starting with one of {@code prefixes}; returns how many. */
+    static int removeShmFiles(Collection<String> prefixes) {
+        return removeShmFiles(SHM, prefixes);
+    }
+
+    static int removeShmFiles(Path dir, Collection<String> prefixes) {
+        if (prefixes.isEmpty() || !Files.isDirectory(dir)) {
+            return 0;
+        }
+        int n = 0;
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, SHM_PREFIX + "*")) {
+            for (Path f : files) {
+                String name = f.getFileName().toString();
+                for (String p : prefixes) {
+                    if (name.startsWith(p) && Files.deleteIfExists(f)) {
+                        n++;
+                        break;
+                    }
+                }
+            }
+        } catch (IOException e) {
+            LOG.warning("cannot clean " + dir + ": " + e.getMessage());
+        }
+        return n;
+    }
+
+    private static String uid() {
+        try {
+            return String.valueOf(Files.getAttribute(Path.of("/proc/self"), "unix:uid"));
+        } catch (IOException | UnsupportedOperationException | IllegalArgumentException e) {
+            return "0";
+        }
+    }
+
+    private static int indexOf(byte[] hay, byte[] needle) {
+        outer:
+        for (int i = 0; i + needle.length <= hay.length; i++) {
+            for (int j = 0; j < needle.length; j++) {
+                if (hay[i + j] != needle[j]) {
+                    continue outer;
+                }
+            }
+            return i;
+        }
+        return -1;
+    }
+}

@@ -1,0 +1,8 @@
+package org.tserve.wlm;
+
+/**
+ * One rank of a distributed worker as describe shows it: its global rank, process id (-1 until
+ * it answered LOAD), devices ("0,1", or "cpu") and state (STARTING, READY, RESTARTING, STOPPED).
+ */
+public record RankDescription(int rank, long pid, String devices, String state) {
+}
