@@ -101,26 +101,41 @@ def main(argv: list[str] | None = None) -> int:
     print("Building archives (tserve: project archiver; TorchServe: torch-model-archiver "
           "0.12.0)", flush=True)
     ts_store, peer_store = build_stores(out_dir / "work", st.pipeline_ms)
+    stores = {name: ts_store if name.startswith("tserve") else peer_store for name in chosen}
     for name in chosen:
-        store = ts_store if name.startswith("tserve") else peer_store
-        res: dict[str, Any] = {}
+        results["servers"][name] = {}
+    if "echo" in only:
+        print(f"== echo and mlp, interleaved across {', '.join(chosen)}", flush=True)
+        try:
+            steady = scenarios.steady_state([kinds[n] for n in chosen], stores, st,
+                                            wrk_kinds=("tserve", "torchserve-quiet"))
+            for name, res in steady.items():
+                results["servers"][name].update(res)
+        except (servers.ServerError, loadgen.LoadError) as exc:
+            print(f"  FAILED: {exc}", flush=True)
+            for name in chosen:
+                results["servers"][name]["error"] = str(exc)
+    if "startup" in only:
+        print("== startup (servers take turns)", flush=True)
+        try:
+            for name, res in scenarios.startup([kinds[n] for n in chosen], stores, st).items():
+                results["servers"][name]["startup"] = res
+        except servers.ServerError as exc:
+            print(f"  FAILED: {exc}", flush=True)
+    for name in chosen:
+        res = results["servers"][name]
+        if not ({"echo", "pipeline"} & only) or name not in ("tserve", "torchserve-quiet"):
+            continue
         print(f"== {name}", flush=True)
         try:
-            if "echo" in only:
-                res.update(scenarios.steady_state(kinds[name], store, st,
-                                                  with_mlp=True,
-                                                  with_wrk=name in ("tserve", "torchserve-quiet")))
             if "echo" in only and name in ("tserve", "torchserve-quiet"):
-                res["compat"] = scenarios.cross_archives(kinds[name], store)
-            if "startup" in only:
-                res["startup"] = scenarios.startup(kinds[name], store, st)
+                res["compat"] = scenarios.cross_archives(kinds[name], stores[name])
             if "pipeline" in only and name in ("tserve", "torchserve-quiet"):
                 pools = (0, 1) if name.startswith("tserve") else (0,)
-                res["pipeline"] = scenarios.pipeline(kinds[name], store, st, pools)
+                res["pipeline"] = scenarios.pipeline(kinds[name], stores[name], st, pools)
         except (servers.ServerError, loadgen.LoadError) as exc:
             print(f"  [{name}] FAILED: {exc}", flush=True)
             res["error"] = str(exc)
-        results["servers"][name] = res
     if "pipeline" in only:
         print("== litserve", flush=True)
         try:

@@ -85,54 +85,66 @@ MLP_CELLS = [(1, 1), (8, 32)]
 WRK_CELLS = [(1, 1), (1, 32), (8, 32)]
 
 
-def steady_state(kind: ServerKind, store: Path, st: Settings, with_mlp: bool = True,
-                 with_wrk: bool = True) -> dict[str, Any]:
-    """Echo (and mlp) cells, wrk's second opinion, RSS idle / under load / after load."""
-    out: dict[str, Any] = {"echo": {}, "mlp": {}, "wrk": {}, "rss": {}}
-    with Server(kind, store) as srv:
-        srv.wait_ready()
-        srv.register("echo.mar", "echo_b1", batch_size=1, delay_ms=5)
-        srv.register("echo.mar", "echo_b8", batch_size=8, delay_ms=5)
-        if with_mlp:
-            srv.register("mlp.mar", "mlp_b1", batch_size=1, delay_ms=5)
-            srv.register("mlp.mar", "mlp_b8", batch_size=8, delay_ms=5)
-        for model in ("echo_b1", "echo_b8"):
-            srv.wait_prediction(model, b"x")
-        if with_mlp:
+def steady_state(kinds: list[ServerKind], stores: dict[str, Path], st: Settings,
+                 wrk_kinds: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """Echo and mlp cells, wrk's second opinion, RSS idle / under load / after load.
+
+    Every server runs at once (idle ones cost nothing) and each cell is measured on every
+    server back to back, the order reversed from one cell to the next: a change in the
+    machine's background load then hits both sides of a ratio alike.
+    """
+    out = {k.name: {"echo": {}, "mlp": {}, "wrk": {}, "rss": {}} for k in kinds}
+    running: dict[str, Server] = {}
+    try:
+        for kind in kinds:
+            running[kind.name] = Server(kind, stores[kind.name])
+            running[kind.name].start()
+        for srv in running.values():
+            srv.wait_ready()
+            for model, batch in (("echo", 1), ("echo", 8), ("mlp", 1), ("mlp", 8)):
+                srv.register(f"{model}.mar", f"{model}_b{batch}", batch_size=batch, delay_ms=5)
+            for model in ("echo_b1", "echo_b8"):
+                srv.wait_prediction(model, b"x")
             for model in ("mlp_b1", "mlp_b8"):
                 srv.wait_prediction(model, MLP_BODY)
-        _settle(srv.pid)
-        out["rss"]["idle"] = procstat.split_rss(srv.pid)
+        for name, srv in running.items():
+            _settle(srv.pid)
+            out[name]["rss"]["idle"] = procstat.split_rss(srv.pid)
         # Both frontends are JVMs: time nothing until the JIT has compiled the hot path.
-        warm = ["echo_b1", "echo_b8"] + (["mlp_b1", "mlp_b8"] if with_mlp else [])
-        for model in warm:
-            loadgen.load(srv.inference_port, f"/predictions/{model}",
-                         body=MLP_BODY if model.startswith("mlp") else b"x", concurrency=8,
-                         duration_s=st.warmup_s)
-        for batch, conc in ECHO_CELLS:
-            model = f"echo_b{batch}"
-            if (batch, conc) == (8, 32):
-                with RssSampler(srv.pid) as sampler:
-                    cell = measure(srv.pid, srv.inference_port, f"/predictions/{model}", conc, st)
-                out["rss"]["under_load"] = sampler.peak
-            else:
-                cell = measure(srv.pid, srv.inference_port, f"/predictions/{model}", conc, st)
-            out["echo"][f"b{batch}_c{conc}"] = cell
-            _log(kind.name, f"echo b{batch} c{conc}", cell)
-        if with_mlp:
-            for batch, conc in MLP_CELLS:
-                cell = measure(srv.pid, srv.inference_port, f"/predictions/mlp_b{batch}", conc,
-                               st, body=MLP_BODY)
-                out["mlp"][f"b{batch}_c{conc}"] = cell
-                _log(kind.name, f"mlp b{batch} c{conc}", cell)
-        if with_wrk and st.use_wrk and wrk.available():
-            for batch, conc in WRK_CELLS:
-                cell = wrk.run_wrk(srv.inference_port, f"/predictions/echo_b{batch}", conc,
-                                   max(2, int(st.duration_s)))
-                out["wrk"][f"b{batch}_c{conc}"] = cell
-                _log(kind.name, f"wrk echo b{batch} c{conc}", cell)
-        _settle(srv.pid)
-        out["rss"]["after_load"] = procstat.split_rss(srv.pid)
+        for srv in running.values():
+            for model in ("echo_b1", "echo_b8", "mlp_b1", "mlp_b8"):
+                loadgen.load(srv.inference_port, f"/predictions/{model}",
+                             body=MLP_BODY if model.startswith("mlp") else b"x", concurrency=8,
+                             duration_s=st.warmup_s)
+        order = list(running)
+        cells = ([("echo", b, c) for b, c in ECHO_CELLS] + [("mlp", b, c) for b, c in MLP_CELLS])
+        for i, (model, batch, conc) in enumerate(cells):
+            for name in (order if i % 2 == 0 else order[::-1]):
+                srv = running[name]
+                path = f"/predictions/{model}_b{batch}"
+                body = MLP_BODY if model == "mlp" else b"x"
+                if (model, batch, conc) == ("echo", 8, 32):
+                    with RssSampler(srv.pid) as sampler:
+                        cell = measure(srv.pid, srv.inference_port, path, conc, st, body=body)
+                    out[name]["rss"]["under_load"] = sampler.peak
+                else:
+                    cell = measure(srv.pid, srv.inference_port, path, conc, st, body=body)
+                out[name][model][f"b{batch}_c{conc}"] = cell
+                _log(name, f"{model} b{batch} c{conc}", cell)
+        if st.use_wrk and wrk.available():
+            wrk_order = [n for n in order if n in wrk_kinds]
+            for i, (batch, conc) in enumerate(WRK_CELLS):
+                for name in (wrk_order if i % 2 == 0 else wrk_order[::-1]):
+                    cell = wrk.run_wrk(running[name].inference_port, f"/predictions/echo_b{batch}",
+                                       conc, max(2, int(st.duration_s)))
+                    out[name]["wrk"][f"b{batch}_c{conc}"] = cell
+                    _log(name, f"wrk echo b{batch} c{conc}", cell)
+        for name, srv in running.items():
+            _settle(srv.pid)
+            out[name]["rss"]["after_load"] = procstat.split_rss(srv.pid)
+    finally:
+        for srv in running.values():
+            srv.stop()
     return out
 
 
@@ -153,14 +165,30 @@ def cross_archives(kind: ServerKind, store: Path) -> dict[str, str]:
     return out
 
 
-def startup(kind: ServerKind, store: Path, st: Settings) -> dict[str, Any]:
-    """`torchserve --start` with echo loaded at startup, to its first successful prediction."""
-    times = []
-    for _ in range(st.startup_repeats):
-        with Server(kind, store, models=["echo=echo.mar"]) as srv:
-            times.append(srv.wait_prediction("echo", b"x", timeout=180))
-    out = {"first_prediction_s": round(min(times), 3), "all_s": [round(t, 3) for t in times]}
-    _log(kind.name, "startup", out)
+def startup(kinds: list[ServerKind], stores: dict[str, Path], st: Settings
+            ) -> dict[str, dict[str, Any]]:
+    """`torchserve --start` with echo loaded at startup, to its first successful prediction.
+
+    Best of ``startup_repeats`` per server, the servers taking turns (order reversed each round).
+    """
+    times: dict[str, list[float]] = {k.name: [] for k in kinds}
+    failures: dict[str, list[str]] = {k.name: [] for k in kinds}
+    for rep in range(st.startup_repeats):
+        for kind in (kinds if rep % 2 == 0 else kinds[::-1]):
+            try:
+                with Server(kind, stores[kind.name], models=["echo=echo.mar"]) as srv:
+                    times[kind.name].append(srv.wait_prediction("echo", b"x", timeout=180))
+            except ServerError as exc:  # one failed start is reported, not fatal
+                failures[kind.name].append(" ".join(str(exc).split())[:300])
+                print(f"  [{kind.name}] start {rep + 1} failed: {failures[kind.name][-1]}",
+                      flush=True)
+    out = {}
+    for name, ts in times.items():
+        if not ts:
+            raise ServerError(f"{name}: every start failed: {failures[name][-1]}")
+        out[name] = {"first_prediction_s": round(min(ts), 3), "all_s": [round(t, 3) for t in ts],
+                     "failed_starts": failures[name]}
+        _log(name, "startup", out[name])
     return out
 
 
