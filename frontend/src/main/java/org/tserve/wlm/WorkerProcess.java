@@ -83,7 +83,9 @@ final class WorkerProcess {
         List<String> cmd;
         if (torchrun) {
             Path logDir = Logging.logDir().toPath().resolve("torchelastic_ts");
-            cmd = dist.command(env.python, model.name + "_" + port, "127.0.0.1:" + rdzvPort, logDir.toString(), workerArgs);
+            // the nodes of a multi-node job must agree on the run id; their ports may differ
+            String runId = dist.nnodes > 1 ? model.name + "_" + model.version : model.name + "_" + port;
+            cmd = dist.command(env.python, runId, "127.0.0.1:" + rdzvPort, logDir.toString(), workerArgs);
         } else {
             cmd = new ArrayList<>(List.of(env.python, "-m", "ts.model_service_worker"));
             cmd.addAll(workerArgs);
