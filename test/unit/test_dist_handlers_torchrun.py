@@ -82,6 +82,16 @@ def test_deepspeed_tp2_matches_unsplit_model_and_removes_shm_files(tmp_path: Pat
     assert set(shm.glob(deepspeed_shm.PREFIX + "*")) - before == set()
 
 
+def test_deepspeed_single_rank_meta_init_matches_unsplit_model(tmp_path: Path) -> None:
+    # tp_size 1: DeepSpeed does not load checkpoints into a meta model it does not shard.
+    cfg = _config("deepspeed", {"parallelLevel": 1, "torchrun.nproc-per-node": 1}, tmp_path)
+    model_dir = local_check.build_and_unpack("deepspeed", tmp_path, config_file=cfg)
+    code, result, logs = local_check.run_handler(model_dir, REQUESTS, tmp_path, nproc=1,
+                                                 torchrun=True, timeout=300)
+    assert code == 0 and "responses" in result, f"{result.get('error')}\n{logs[-6000:]}"
+    assert not local_check.compare(result["responses"], local_check.reference(model_dir, REQUESTS))
+
+
 @pytest.mark.parametrize(
     ("example", "edit", "needle"),
     [

@@ -113,7 +113,9 @@ def load_weights(model: nn.Module, checkpoint: Checkpoint, dtype: torch.dtype | 
     state = load_state_dict(checkpoint.files)
     if dtype is not None:
         state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
-    result = model.load_state_dict(state, strict=False)
+    # A model built with meta parameters gets the checkpoint's tensors themselves (assign).
+    assign = any(p.is_meta for p in model.parameters())
+    result = model.load_state_dict(state, strict=False, assign=assign)
     tie = getattr(model, "tie_weights", None)
     if callable(tie):
         tie()  # tied heads are not stored in Hugging Face checkpoints

@@ -117,7 +117,9 @@ class BaseDeepSpeedHandler(BaseDistributedHandler):
         dtype = cfg["dtype"]
         assert self.checkpoint_dir is not None
         with tempfile.TemporaryDirectory(prefix="tserve-ds-") as scratch:
-            if self.config["meta_init"]:
+            # DeepSpeed loads a checkpoint into a meta model only when it shards it (tp_size > 1);
+            # with one rank the handler loads the weights itself (also without copies).
+            if self.config["meta_init"] and info.world_size > 1:
                 with meta_parameters():  # deepspeed.OnDevice breaks on torch >= 2.13
                     model = self.build_model(self.checkpoint_dir, dtype)
                 cfg["checkpoint"] = str(self.checkpoint_json(Path(scratch)))

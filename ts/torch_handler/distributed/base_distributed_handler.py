@@ -21,6 +21,7 @@ from ts.handler_utils.distributed.checkpoint import (
     build_model_from_config,
     find_checkpoint,
     load_weights,
+    meta_parameters,
     resolve_checkpoint_dir,
 )
 from ts.handler_utils.distributed.config import (
@@ -123,9 +124,13 @@ class BaseDistributedHandler(BaseHandler):
         return build_model_from_config(checkpoint_dir, dtype)
 
     def load_model(self, dtype: torch.dtype | None) -> torch.nn.Module:
-        """Build the model and copy the archive's weights into it (on CPU)."""
+        """Build the model with meta parameters and give it the archive's weights (on CPU).
+
+        No random initialisation and no second copy: the parameters are the loaded tensors.
+        """
         assert self.checkpoint_dir is not None
-        model = self.build_model(self.checkpoint_dir, dtype)
+        with meta_parameters():
+            model = self.build_model(self.checkpoint_dir, dtype)
         load_weights(model, find_checkpoint(self.checkpoint_dir), dtype)
         return model.eval()
 
