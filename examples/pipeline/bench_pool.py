@@ -1,7 +1,7 @@
 """Throughput of the image example with and without the preprocess pool (no Java frontend).
 
 Drives ``python -m ts.model_service_worker`` directly with the protocol client, keeping
-``preprocessWorkers + 1`` batches in flight as the frontend does, and prints images/s for each
+``preprocessWorkers + 2`` batches in flight as the frontend does, and prints images/s for each
 setting, their ratio to the no-pool run, and the inference stage's idle fraction (from PONG).
 
     python examples/pipeline/bench_pool.py [--workers 0,1,2] [--batches 24] [--batch-size 8] [--blur-passes 2]
@@ -50,7 +50,7 @@ def run(model_dir: Path, workers: int, batches: int, batch_size: int, device: st
                          "preprocessWorkers": workers, "deviceType": device, "gpuId": 0 if device == "gpu" else -1})
         if loaded["status"] != 200:
             raise SystemExit(f"load failed: {loaded['message']}")
-        window = workers + 1
+        window = workers + 2 if workers else 1  # as the frontend's default maxBatchesInFlight
         sent = done = 0
         start = time.monotonic()
         wall_start = time.time()

@@ -58,9 +58,9 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 
 def test_describe_shows_the_settings_from_yaml_and_rest(server: harness.Server) -> None:
     pooled, plain, postpool = (describe(server, n) for n in ("pooled", "plain", "postpool"))
-    assert (pooled["preprocessWorkers"], pooled["postprocessInPool"], pooled["maxBatchesInFlight"]) == (2, False, 3)
+    assert (pooled["preprocessWorkers"], pooled["postprocessInPool"], pooled["maxBatchesInFlight"]) == (2, False, 4)
     assert (plain["preprocessWorkers"], plain["postprocessInPool"], plain["maxBatchesInFlight"]) == (0, False, 1)
-    assert (postpool["preprocessWorkers"], postpool["postprocessInPool"], postpool["maxBatchesInFlight"]) == (1, True, 2)
+    assert (postpool["preprocessWorkers"], postpool["postprocessInPool"], postpool["maxBatchesInFlight"]) == (1, True, 3)
     assert len(pooled["workers"][0]["poolPids"]) == 2
     assert len(postpool["workers"][0]["poolPids"]) == 1
     assert set(pooled["workers"][0]["stages"]) == {"preprocess", "inference", "postprocess"}
@@ -179,3 +179,21 @@ def test_bad_postprocess_in_pool_parameter_is_400(server: harness.Server) -> Non
     r = server.register("pipe.mar", model_name="bad", postprocess_in_pool="maybe")
     assert r.status_code == 400
     assert "postprocess_in_pool" in r.json()["message"]
+
+
+def test_batch_waiting_behind_a_killed_pool_process_is_still_served(server: harness.Server, tmp_path: Path) -> None:
+    # postpool has one pool process and keeps 3 batches in flight: the second batch waits at
+    # (or is already queued to) the process running the first when that process is killed.
+    mark = tmp_path / "holder.pid"
+    with ThreadPoolExecutor(2) as ex:
+        held = ex.submit(server.predict, "postpool", body("held", [1, 2, 3, 4], op="hold", mark=str(mark), s=60),
+                         timeout=120)
+        harness.wait_for(lambda: mark.exists() and mark.read_text().strip(), 30, what="the pool process to take it")
+        queued = ex.submit(server.predict, "postpool", body("queued", [4, 3, 2, 1]), timeout=120)
+        harness.wait_for(lambda: describe(server, "postpool")["workers"][0].get("inFlight") == 2, 30,
+                         what="the second batch inside the worker")
+        os.kill(int(mark.read_text()), signal.SIGKILL)
+        assert held.result().status_code == 500
+        r = queued.result()
+    assert r.status_code == 200, r.text
+    assert r.json()["tag"] == "queued" and r.json()["y"] == expected_y([4, 3, 2, 1])

@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import queue
 import sys
+import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -69,6 +71,26 @@ def _error_for(exc: BaseException, handler: Any, stage: str, model_name: str) ->
     return err.status, err.message
 
 
+def _start_reader(conn: Connection) -> queue.Queue:
+    """Drain the pipe on a thread: the worker may send the next task while this process still
+    runs (and answers) the current one, so neither side ever blocks on a full pipe."""
+    inbox: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                inbox.put(None)
+                return
+            inbox.put(msg)
+            if msg[0] == "stop":
+                return
+
+    threading.Thread(target=read, name="pool-reader", daemon=True).start()
+    return inbox
+
+
 def child_main(conn: Connection, config: Any, index: int) -> None:
     logging.basicConfig(level=os.environ.get("TS_WORKER_LOG_LEVEL", "INFO"), format=LOG_FORMAT, stream=sys.stdout)
     try:
@@ -84,12 +106,10 @@ def child_main(conn: Connection, config: Any, index: int) -> None:
         return
     conn.send(("ready",))
     model_name = context.model_name
+    inbox = _start_reader(conn)
     while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg[0] == "stop":
+        msg = inbox.get()
+        if msg is None or msg[0] == "stop":
             return
         kind, batch_id, payload = msg
         ctx = _batch_context(context, payload)

@@ -28,6 +28,9 @@ from ts.service import BatchError
 logger = logging.getLogger("ts.pool")
 
 READY_TIMEOUT_S = float(os.environ.get("TS_POOL_READY_TIMEOUT_S", "300"))
+# Tasks a process may hold: the one it runs plus one waiting in its pipe, so that it starts the
+# next batch at once instead of idling while its result travels back and the next task comes.
+PREFETCH = 2
 
 
 @dataclass
@@ -58,7 +61,7 @@ class Slot:
     process: Any = None
     conn: Connection | None = None
     ready: bool = False
-    task: Task | None = None
+    tasks: deque[Task] = field(default_factory=deque)  # sent, unanswered; the first one is running
     restarts: int = 0
     broken: str = ""
 
@@ -98,7 +101,7 @@ class PreprocessPool:
                                 name=f"preprocess-{slot.index}", daemon=True)
         proc.start()
         child.close()
-        slot.process, slot.conn, slot.ready, slot.task = proc, parent, False, None
+        slot.process, slot.conn, slot.ready, slot.tasks = proc, parent, False, deque()
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Block until every process answered; PoolStartError with the handler's message if not."""
@@ -166,18 +169,21 @@ class PreprocessPool:
     # ------------------------------------------------------------------ manager
     def _assign(self) -> None:
         with self._lock:
-            for slot in self._slots:
-                if not self._pending:
-                    return
-                if slot.ready and slot.task is None and not slot.broken:
-                    task = self._pending.popleft()
-                    task.started = time.monotonic()
-                    slot.task = task
-                    try:
-                        slot.conn.send((task.kind, task.batch_id, task.payload))  # type: ignore[union-attr]
-                    except (OSError, ValueError) as exc:
-                        # The process died under us; its sentinel fires next and retries the slot.
-                        logger.warning("preprocess process %d: send failed (%s)", slot.index, exc)
+            # idle processes first, then one task ahead for each busy one
+            for depth in range(PREFETCH):
+                for slot in self._slots:
+                    if not self._pending:
+                        return
+                    if slot.ready and len(slot.tasks) == depth and not slot.broken:
+                        task = self._pending.popleft()
+                        if depth == 0:
+                            task.started = time.monotonic()
+                        slot.tasks.append(task)
+                        try:
+                            slot.conn.send((task.kind, task.batch_id, task.payload))  # type: ignore[union-attr]
+                        except (OSError, ValueError) as exc:
+                            # The process died under us; its sentinel fires next and retries the slot.
+                            logger.warning("preprocess process %d: send failed (%s)", slot.index, exc)
             if self._pending and all(s.broken for s in self._slots):
                 while self._pending:
                     self._pending.popleft().future.set_exception(BatchError(
@@ -225,10 +231,11 @@ class PreprocessPool:
             if self.chunk_callback is not None:
                 self.chunk_callback(msg[1], msg[2])
             return
-        task = slot.task
-        slot.task = None
-        if task is None:
+        if not slot.tasks:
             return
+        task = slot.tasks.popleft()
+        if slot.tasks:
+            slot.tasks[0].started = time.monotonic()  # the process goes straight on to the next one
         if kind == "ok":
             reply = msg[2]
             reply["wait"] = task.started - task.enqueued  # queue wait before a process took it
@@ -241,7 +248,10 @@ class PreprocessPool:
         proc.join(1)
         code = proc.exitcode
         how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-        task = slot.task
+        task = slot.tasks.popleft() if slot.tasks else None
+        with self._lock:  # tasks it had not started yet go back to the front of the queue
+            self._pending.extendleft(reversed(slot.tasks))
+        slot.tasks = deque()
         logger.error("preprocess process %d (pid %d) died (%s)%s; starting a replacement", slot.index, proc.pid,
                      how, f" while running batch {task.batch_id}" if task else "")
         if task is not None:

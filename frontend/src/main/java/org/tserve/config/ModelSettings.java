@@ -44,7 +44,7 @@ public final class ModelSettings {
     public int preprocessWorkers;
     public boolean postprocessInPool;
     public int maxRetryTimeoutInSec = 300;
-    /** Batches a worker may have in flight; 0 = derived ({@code preprocessWorkers + 1}). */
+    /** Batches a worker may have in flight; 0 = derived (1, or {@code preprocessWorkers + 2} with a pool). */
     public int maxBatchesInFlight;
 
     /** The config.properties layer: defaults from the server configuration. */
@@ -59,9 +59,16 @@ public final class ModelSettings {
         return s;
     }
 
-    /** Batches a worker keeps in flight on its connection. */
+    /**
+     * Batches a worker keeps in flight on its connection. With a preprocess pool: N preprocessing,
+     * one in inference, and one more waiting at the pool, so that neither stage idles while a
+     * RESULT travels back and the next batch comes (docs/pipelines.md).
+     */
     public int inFlightLimit() {
-        return maxBatchesInFlight > 0 ? maxBatchesInFlight : preprocessWorkers + 1;
+        if (maxBatchesInFlight > 0) {
+            return maxBatchesInFlight;
+        }
+        return preprocessWorkers > 0 ? preprocessWorkers + 2 : 1;
     }
 
     /**

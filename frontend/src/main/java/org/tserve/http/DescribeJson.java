@@ -102,14 +102,14 @@ public final class DescribeJson {
         return o;
     }
 
-    /** The worker's pipeline stages and pool pids from its PONG (docs/pipelines.md "Metrics"). */
+    /** The worker's batches in flight, pipeline stages and pool pids from its PONG (docs/pipelines.md "Metrics"). */
     private static void addStages(JsonObject wo, String pong) {
         if (pong == null) {
             return;
         }
         try {
             JsonObject p = JsonParser.parseString(pong).getAsJsonObject();
-            for (String key : new String[] {"stages", "poolPids"}) {
+            for (String key : new String[] {"inFlight", "stages", "poolPids"}) {
                 if (p.has(key)) {
                     wo.add(key, p.get(key));
                 }
