@@ -36,17 +36,27 @@ def archive_in_child(tmp_path: Path, weights: Path, fmt: str) -> tuple[int, str,
     """(exit code, stderr, peak RSS in KiB) of one torch-model-archiver run."""
     (tmp_path / "handler.py").write_text("def handle(data, context):\n    return data\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ARCHIVER_ROOT), os.environ.get("PYTHONPATH", "")]))
+    # ru_maxrss from wait4 would include the forked image of this (possibly large) test process;
+    # VmHWM read inside the child after exec measures the archiver alone.
+    hwm_path = tmp_path / "vmhwm.txt"
+    wrapper = (
+        "import runpy, sys\n"
+        "sys.argv[0] = 'torch-model-archiver'\n"
+        "try:\n"
+        "    runpy.run_module('model_archiver', run_name='__main__')\n"
+        "finally:\n"
+        "    hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+        f"    open({str(hwm_path)!r}, 'w').write(hwm.split()[1])\n"
+    )
     err_path = tmp_path / "stderr.txt"
     with open(err_path, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "model_archiver", "--model-name", "net", "--version", "1",
+        proc = subprocess.run(
+            [sys.executable, "-c", wrapper, "--model-name", "net", "--version", "1",
              "--handler", "handler.py", "--serialized-file", str(weights), "--archive-format", fmt,
              "--export-path", "out"],
             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err,
         )
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, err_path.read_text(), usage.ru_maxrss
+    return proc.returncode, err_path.read_text(), int(hwm_path.read_text())
 
 
 def check_progress(stderr: str, total: int) -> None:
