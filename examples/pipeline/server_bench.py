@@ -93,7 +93,7 @@ def main() -> int:
     off, on = BATCH / ((p + i) / 1000), BATCH / (max(p / n, i) / 1000)
     print(f"\nbatch {BATCH}, P = {p:g} ms, I = {i:g} ms, c = {CLIENTS}, {args.duration:g} s per cell; "
           f"load average {load0[0]:.1f} before, {load1[0]:.1f} after, {os.cpu_count()} CPUs; "
-          f"pooled maxBatchesInFlight {args.in_flight or args.pool + 1}")
+          f"pooled maxBatchesInFlight {args.in_flight or args.pool + 2}")
     print(f"expected: pool off {off:.0f} req/s = B/(P+I); pool on (N={n}) {on:.0f} req/s = B/max(P/N, I)\n")
     print("| preprocess | server | preprocessWorkers | req/s | vs expected | vs pool off | vs TorchServe |")
     print("|---|---|---:|---:|---:|---:|---:|")
