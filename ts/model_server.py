@@ -170,14 +170,15 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, exited but not yet reaped, counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    try:  # a zombie has exited: only its parent's wait() is missing
+    try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
@@ -191,10 +192,10 @@ def stop_process_tree(pid: int, timeout: float = STOP_TIMEOUT_S) -> bool:
     except ProcessLookupError:
         return True
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and process_alive(pid):
         time.sleep(0.1)
-    graceful = not _alive(pid)
-    leftovers = [p for p in [pid, *tree, *descendants(pid)] if _alive(p)]
+    graceful = not process_alive(pid)
+    leftovers = [p for p in [pid, *tree, *descendants(pid)] if process_alive(p)]
     for p in leftovers:
         try:
             os.kill(p, signal.SIGKILL)

@@ -56,19 +56,12 @@ def test_start_already_running_stop(tmp_path: Path, cli_env: dict[str, str]) -> 
         stopped = run_cli(["--stop"], cli_env, tmp_path)
     assert stopped.returncode == 0
     assert "TorchServe has stopped." in stopped.stdout
-    harness.wait_for(lambda: not Path(f"/proc/{pid}").exists() or _is_zombie(pid), 10, what="frontend exit")
+    harness.wait_for(lambda: not harness.alive(pid), 10, what="frontend exit")
     assert not (Path(cli_env["TMPDIR"]) / ".model_server.pid").exists()
 
 
 def _address(config: Path, key: str) -> str:
     return model_server.read_properties(config)[key]
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def test_start_fails_clearly_when_port_is_taken(tmp_path: Path, cli_env: dict[str, str]) -> None:

@@ -68,14 +68,6 @@ def build(store: Path, name: str, handler: str, yaml: str) -> None:
                       config_yaml=yaml)
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def environ(pid: int) -> dict[str, str]:
     with open(f"/proc/{pid}/environ", "rb") as f:
         pairs = [kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv]
@@ -182,7 +174,7 @@ def test_too_few_devices_are_refused_and_freed_devices_are_reused(server: harnes
     pp_pids = [x["pid"] for x in describe(server, "pp_mlp")["workers"][0]["ranks"]]
     r = requests.delete(f"{server.management_url}/models/pp_mlp", timeout=120)
     assert r.status_code == 200, r.text
-    harness.wait_for(lambda: not any(alive(p) for p in pp_pids), 30, what="pp ranks to exit")
+    harness.wait_for(lambda: not any(harness.alive(p) for p in pp_pids), 30, what="pp ranks to exit")
     r = requests.put(f"{server.management_url}/models/tp_mlp?min_worker=2&synchronous=true", timeout=300)
     assert r.status_code == 200, r.text
     workers = describe(server, "tp_mlp")["workers"]
@@ -199,5 +191,5 @@ def test_stopping_a_worker_leaves_no_rank_and_no_shm_buffer(server: harness.Serv
     assert all(p.exists() for p in shm), "the test handler made DeepSpeed-like buffers"
     r = requests.delete(f"{server.management_url}/models/tp_mlp", timeout=120)
     assert r.status_code == 200, r.text
-    harness.wait_for(lambda: not any(alive(p) for p in pids), 30, what="agents and ranks to exit")
+    harness.wait_for(lambda: not any(harness.alive(p) for p in pids), 30, what="agents and ranks to exit")
     assert not any(p.exists() for p in shm), "the server removes the ranks' shm buffers"

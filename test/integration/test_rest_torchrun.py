@@ -18,14 +18,6 @@ pytestmark = pytest.mark.slow
 HANDLERS = Path(__file__).resolve().parent / "handlers"
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_tensor_parallel_worker_spans_two_ranks(tmp_path: Path) -> None:
     harness.build_mar(tmp_path, "tp", HANDLERS / "rank_handler.py",
                       config_yaml="parallelType: tp\nparallelLevel: 2\ntorchrun:\n  nproc-per-node: 2\n")
@@ -45,6 +37,6 @@ def test_tensor_parallel_worker_spans_two_ranks(tmp_path: Path) -> None:
         assert "rank 1: " in s.logs("model_log.log")
         r = requests.put(s.management_url + "/models/tp?min_worker=0&max_worker=0&synchronous=true", timeout=120)
         assert r.status_code == 200, r.text
-        harness.wait_for(lambda: not alive(agent) and not any(alive(p) for p in ranks), 30,
+        harness.wait_for(lambda: not harness.alive(agent) and not any(harness.alive(p) for p in ranks), 30,
                          what="torchrun agent and ranks to exit")
         assert os.path.isdir(s.log_dir / "torchelastic_ts")

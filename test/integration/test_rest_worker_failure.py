@@ -23,18 +23,6 @@ def describe(s: harness.Server, name: str) -> dict:
     return requests.get(f"{s.management_url}/models/{name}", timeout=10).json()[0]
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_sigkilled_worker_fails_only_its_jobs(tmp_path: Path) -> None:
     harness.build_mar(tmp_path, "victim", HANDLERS / "echo_handler.py")
     with harness.Server(tmp_path) as s:
@@ -80,6 +68,6 @@ def test_sigterm_answers_in_flight_work_and_exits_zero(tmp_path: Path) -> None:
         assert second.status_code == 503, second.text
         assert "shutting down" in second.json()["message"]
         assert s.proc.wait(60) == 0
-        harness.wait_for(lambda: not alive(worker_pid), 10, what="worker to exit")
+        harness.wait_for(lambda: not harness.alive(worker_pid), 10, what="worker to exit")
     finally:
         s.stop()

@@ -23,6 +23,7 @@ import requests
 from ts import model_server
 
 REPO = Path(__file__).resolve().parents[2]
+alive = model_server.process_alive
 
 
 def free_port() -> int:
