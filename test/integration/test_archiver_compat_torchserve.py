@@ -33,28 +33,7 @@ ARCHIVER_ROOT = Path(model_archiver.__file__).resolve().parents[1]
 VERSION = "0.12.0"
 VENV = Path(os.environ.get("TSERVE_TORCHSERVE_012_VENV", REPO / ".bench" / "archiver-compat-torchserve-0.12"))
 
-HANDLER = '''\
-import os
-
-_state = {}
-
-
-def handle(data, context):
-    if data is None:  # load time
-        model_dir = context.system_properties["model_dir"]
-        with open(os.path.join(model_dir, "greeting.txt")) as f:
-            _state["greeting"] = f.read().strip()
-        _state["weights"] = os.path.getsize(os.path.join(model_dir, context.manifest["model"]["serializedFile"]))
-        _state["batch"] = context.model_yaml_config.get("batchSize")
-        return None
-    out = []
-    for row in data:
-        body = row.get("data") or row.get("body")
-        if isinstance(body, (bytes, bytearray)):
-            body = body.decode()
-        out.append(f"{_state['greeting']} {body} weights={_state['weights']} batch={_state['batch']}")
-    return out
-'''
+HANDLER = (Path(__file__).resolve().parent / "handlers" / "greeting_handler.py").read_text()
 # model name: (archive format, --handler argument, registration url)
 MODELS = {
     "t_mar": ("default", "handler.py:handle", "t_mar.mar"),
