@@ -5,6 +5,8 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 GRADLE := gradle --offline --no-daemon -q
+# Debian's gradle script prints the JVM banner on every call: keep it out of the output.
+JVM_BANNER := '^(openjdk version|OpenJDK Runtime|OpenJDK 64-Bit|WARNING: (A terminally deprecated|System::setSecurityManager|Please consider reporting this to the maintainers of org.gradle))'
 JAR := ts/frontend/tserve-frontend.jar
 APT_PACKAGES := openjdk-17-jdk-headless gradle protobuf-compiler protobuf-compiler-grpc-java-plugin \
   libnetty-java libgrpc-java libprotobuf-java libguava-java libperfmark-java libgoogle-common-protos-java \
@@ -35,7 +37,7 @@ jar: $(JAR)
 
 $(JAR): $(FRONTEND_SOURCES) | apt
 	@echo "Building the frontend jar"
-	@$(GRADLE) packageJar
+	@$(GRADLE) packageJar 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
 .venv/.installed: pyproject.toml setup.py constraints.txt .venv/.torch $(JAR)
 	@echo "Installing tserve into .venv (pip install -e .[dev])"
@@ -56,7 +58,7 @@ test: install test-java test-python
 
 test-java:
 	@echo "== Java tests"
-	@$(GRADLE) test 2>&1 | grep -vE '^(openjdk version|OpenJDK Runtime|OpenJDK 64-Bit)' ; exit $${PIPESTATUS[0]}
+	@$(GRADLE) test 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
 test-python:
 	@echo "== Python tests"
