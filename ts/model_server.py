@@ -24,7 +24,9 @@ MAIN_CLASS = "org.tserve.ModelServer"
 READY_LINE = "Model server started."
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-.]*$")
 JAVA_PACKAGE_HINT = "install a Java 17 runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
-DEFAULT_VMARGS = ["-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError"]
+DEFAULT_VMARGS = ("-XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError -Xms16m -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 "
+                  "-Dio.netty.allocator.numDirectArenas=1 -Dio.netty.allocator.numHeapArenas=1 "
+                  "-Dio.netty.allocator.maxOrder=9").split()  # why each: docs/performance.md
 START_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 60.0
 

@@ -27,7 +27,8 @@ MAX_REQUEST = 200_000
 def server(tmp_path_factory: pytest.TempPathFactory):
     store = tmp_path_factory.mktemp("store")
     harness.build_mar(store, "echo", HANDLERS / "echo_handler.py")
-    harness.build_mar(store, "batcher", HANDLERS / "echo_handler.py", config_yaml="batchSize: 4\nmaxBatchDelay: 5000\n")
+    harness.build_mar(store, "batcher", HANDLERS / "echo_handler.py",
+                      config_yaml="batchSize: 4\nmaxBatchDelay: 5000\ndispatchPolicy: delay\n")  # TorchServe's rule
     harness.build_mar(store, "stream", HANDLERS / "stream_handler.py")
     harness.build_mar(store, "tiny", HANDLERS / "echo_handler.py", config_yaml="jobQueueSize: 1\n")
     harness.build_mar(store, "slow", HANDLERS / "echo_handler.py")

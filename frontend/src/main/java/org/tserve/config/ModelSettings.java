@@ -46,6 +46,8 @@ public final class ModelSettings {
     public int maxRetryTimeoutInSec = 300;
     /** Batches a worker may have in flight; 0 = derived (1, or {@code preprocessWorkers + 2} with a pool). */
     public int maxBatchesInFlight;
+    /** How a batch that is not full is sent: {@code eager}, {@code adaptive} or {@code delay} (docs/batching.md). */
+    public String dispatchPolicy = "adaptive";
 
     /** The config.properties layer: defaults from the server configuration. */
     public static ModelSettings defaults(ConfigManager cfg, int defaultWorkers) {
@@ -136,6 +138,12 @@ public final class ModelSettings {
                     ids.add(toInt("deviceIds", o, source));
                 }
                 deviceIds = ids;
+            } else if (k.equals("dispatchPolicy")) {
+                String d = toStr(k, v, source).toLowerCase(java.util.Locale.ROOT);
+                if (!d.equals("eager") && !d.equals("adaptive") && !d.equals("delay")) {
+                    throw new ConfigException(source + ": 'dispatchPolicy' must be eager, adaptive or delay, got " + v);
+                }
+                dispatchPolicy = d;
             } else if (k.equals("postprocessInPool")) {
                 if (!(v instanceof Boolean)) {
                     throw new ConfigException(source + ": 'postprocessInPool' must be true or false, got " + v);
@@ -212,13 +220,15 @@ public final class ModelSettings {
         s.postprocessInPool = postprocessInPool;
         s.maxRetryTimeoutInSec = maxRetryTimeoutInSec;
         s.maxBatchesInFlight = maxBatchesInFlight;
+        s.dispatchPolicy = dispatchPolicy;
         return s;
     }
 
     /** Unmodifiable list of the model-config.yaml keys this class understands. */
     public static Set<String> knownKeys() {
         Set<String> s = new HashSet<>(INT_KEYS);
-        s.addAll(Arrays.asList("deviceType", "parallelType", "deviceIds", "postprocessInPool", "torchrun"));
+        s.addAll(Arrays.asList("deviceType", "parallelType", "deviceIds", "postprocessInPool", "torchrun",
+                "dispatchPolicy"));
         return Collections.unmodifiableSet(s);
     }
 }

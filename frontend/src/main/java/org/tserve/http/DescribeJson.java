@@ -33,6 +33,7 @@ public final class DescribeJson {
         o.addProperty("maxWorkers", s.maxWorkers);
         o.addProperty("batchSize", s.batchSize);
         o.addProperty("maxBatchDelay", s.maxBatchDelay);
+        o.addProperty("dispatchPolicy", s.dispatchPolicy);
         o.addProperty("responseTimeout", s.responseTimeout);
         o.addProperty("startupTimeout", s.startupTimeout);
         o.addProperty("maxRetryTimeoutInSec", s.maxRetryTimeoutInSec);

@@ -17,11 +17,16 @@ import io.netty.handler.codec.http.HttpResponse;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
 import io.netty.handler.codec.http.HttpVersion;
+import io.netty.util.AsciiString;
+import io.netty.util.Attribute;
+import io.netty.util.AttributeKey;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.tserve.config.ConfigManager;
 import org.tserve.util.Logging;
@@ -40,7 +45,7 @@ final class Exchange {
     final String uri;
     final String protocol;
     final boolean keepAlive;
-    final String requestId = UUID.randomUUID().toString();
+    final String requestId = fastUuid();
     private final long start = System.nanoTime();
     private final ConfigManager cfg;
     private final AtomicBoolean finished = new AtomicBoolean();
@@ -54,12 +59,28 @@ final class Exchange {
         this.cfg = cfg;
     }
 
+    /**
+     * A random (version 4) UUID from ThreadLocalRandom: UUID.randomUUID() goes through
+     * SecureRandom (a lock and a /dev/urandom read per call) for an id that needs no secrecy.
+     */
+    static String fastUuid() {
+        ThreadLocalRandom r = ThreadLocalRandom.current();
+        long hi = (r.nextLong() & ~0xF000L) | 0x4000L;
+        long lo = (r.nextLong() & 0x3FFFFFFFFFFFFFFFL) | 0x8000000000000000L;
+        return new UUID(hi, lo).toString();
+    }
+
+    private static final AsciiString X_REQUEST_ID = AsciiString.cached("x-request-id");
+    private static final AsciiString NO_CACHE = AsciiString.cached("no-cache");
+    private static final AsciiString CACHE_CONTROL = AsciiString.cached("no-cache; no-store, must-revalidate, private");
+    private static final AsciiString EXPIRES = AsciiString.cached("Thu, 01 Jan 1970 00:00:00 UTC");
+
     /** Adds x-request-id, the no-cache headers and CORS headers (when configured). */
     void commonHeaders(HttpHeaders h) {
-        h.set("x-request-id", requestId);
-        h.set(HttpHeaderNames.PRAGMA, "no-cache");
-        h.set(HttpHeaderNames.CACHE_CONTROL, "no-cache; no-store, must-revalidate, private");
-        h.set(HttpHeaderNames.EXPIRES, "Thu, 01 Jan 1970 00:00:00 UTC");
+        h.set(X_REQUEST_ID, requestId);
+        h.set(HttpHeaderNames.PRAGMA, NO_CACHE);
+        h.set(HttpHeaderNames.CACHE_CONTROL, CACHE_CONTROL);
+        h.set(HttpHeaderNames.EXPIRES, EXPIRES);
         String origin = cfg.get("cors_allowed_origin");
         if (origin != null && !origin.isEmpty()) {
             h.set(HttpHeaderNames.ACCESS_CONTROL_ALLOW_ORIGIN, origin);
@@ -150,9 +171,24 @@ final class Exchange {
 
     private void log(int status) {
         org.tserve.metrics.MetricsRegistry.get().responseSent(status);   // Requests2XX/4XX/5XX
-        SocketAddress a = ctx.channel().remoteAddress();
-        String client = a instanceof InetSocketAddress ? ((InetSocketAddress) a).getAddress().getHostAddress() : String.valueOf(a);
+        if (!ACCESS.isLoggable(Level.INFO)) {
+            return;
+        }
         long ms = (System.nanoTime() - start) / 1_000_000;
-        ACCESS.info(client + " \"" + method + " " + uri + " " + protocol + "\" " + status + " " + ms + "ms");
+        ACCESS.info(client(ctx) + " \"" + method + " " + uri + " " + protocol + "\" " + status + " " + ms + "ms");
+    }
+
+    private static final AttributeKey<String> CLIENT = AttributeKey.valueOf("tserve.client");
+
+    /** The client's address for the access log, computed once per connection. */
+    private static String client(ChannelHandlerContext ctx) {
+        Attribute<String> attr = ctx.channel().attr(CLIENT);
+        String c = attr.get();
+        if (c == null) {
+            SocketAddress a = ctx.channel().remoteAddress();
+            c = a instanceof InetSocketAddress ? ((InetSocketAddress) a).getAddress().getHostAddress() : String.valueOf(a);
+            attr.set(c);
+        }
+        return c;
     }
 }

@@ -3,7 +3,6 @@ package org.tserve.http;
 import com.google.gson.JsonObject;
 import io.netty.handler.codec.http.FullHttpRequest;
 import io.netty.handler.codec.http.HttpMethod;
-import java.util.ArrayList;
 import java.util.List;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.ModelManager;
@@ -75,7 +74,7 @@ final class InferenceApi {
 
     private void predict(Exchange ex, FullHttpRequest req, String model, String version, String urlPath, boolean explain)
             throws HttpError {
-        List<Header> headers = new ArrayList<>(InputParser.headers(req));
+        List<Header> headers = InputParser.headers(req, 2);
         headers.add(new Header("url_path", urlPath));
         headers.add(new Header("explain", explain ? "True" : "False"));
         List<Part> parts = InputParser.parts(req);

@@ -25,7 +25,12 @@ final class InputParser {
 
     /** Every request header as received (name case kept), in order. */
     static List<Header> headers(FullHttpRequest req) {
-        List<Header> out = new ArrayList<>();
+        return headers(req, 0);
+    }
+
+    /** Same, in a list with room for {@code extra} more headers (the frontend's own). */
+    static List<Header> headers(FullHttpRequest req, int extra) {
+        List<Header> out = new ArrayList<>(req.headers().size() + extra);
         for (Map.Entry<String, String> e : req.headers()) {
             out.add(new Header(e.getKey(), e.getValue()));
         }

@@ -133,6 +133,7 @@ final class ManagementApi {
         r.startupTimeout = p.integer("startup_timeout");
         r.preprocessWorkers = p.integer("preprocess_workers");
         r.postprocessInPool = p.str("postprocess_in_pool") == null ? null : p.bool("postprocess_in_pool", false);
+        r.dispatchPolicy = p.str("dispatch_policy");
         r.synchronous = p.bool("synchronous", true);
         if (r.initialWorkers == null) {
             r.initialWorkers = null;   // model-config.yaml, then default_workers_per_model decide

@@ -92,6 +92,44 @@ public final class Logging {
         }
     }
 
+    /**
+     * The access log's file handler: one line per request is too many for a write (and a
+     * flush) each on the event loop, so lines are buffered and flushed every
+     * {@link #ACCESS_FLUSH_MILLIS} ms and at shutdown ({@link #flush()}).
+     */
+    private static final class BufferedFileHandler extends StreamHandler {
+        private boolean dirty;
+
+        BufferedFileHandler(File file, Formatter f) throws IOException {
+            super(new java.io.BufferedOutputStream(new FileOutputStream(file, true), 1 << 16), f);
+            setEncoding(StandardCharsets.UTF_8.name());
+            java.util.concurrent.ScheduledExecutorService flusher =
+                    java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+                        Thread t = new Thread(r, "access-log-flush");
+                        t.setDaemon(true);
+                        return t;
+                    });
+            flusher.scheduleWithFixedDelay(this::flushIfDirty, ACCESS_FLUSH_MILLIS, ACCESS_FLUSH_MILLIS,
+                    java.util.concurrent.TimeUnit.MILLISECONDS);
+        }
+
+        @Override
+        public synchronized void publish(LogRecord record) {
+            super.publish(record);   // StreamHandler buffers; it flushes only on flush()/close()
+            dirty = true;
+        }
+
+        private synchronized void flushIfDirty() {
+            if (dirty) {
+                dirty = false;
+                flush();
+            }
+        }
+    }
+
+    /** How long an access-log line may wait in the buffer. */
+    static final long ACCESS_FLUSH_MILLIS = 200;
+
     /** Console handler writing to stdout, flushing every line. */
     private static final class StdoutHandler extends StreamHandler {
         StdoutHandler(Formatter f) {
@@ -142,7 +180,7 @@ public final class Logging {
             }
             root.addHandler(new LineFileHandler(new File(dir, "ts_log.log"), line));
             model.addHandler(new LineFileHandler(new File(dir, "model_log.log"), line));
-            access.addHandler(new LineFileHandler(new File(dir, "access_log.log"), new LineFormatter(true)));
+            access.addHandler(new BufferedFileHandler(new File(dir, "access_log.log"), new LineFormatter(true)));
         }
     }
 

@@ -1,7 +1,5 @@
 package org.tserve.wlm;
 
-import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -28,6 +26,7 @@ public final class Job {
     private final JobResponder responder;
     private final long createdNanos = System.nanoTime();
     private volatile long dispatchedNanos;
+    private volatile long doneNanos;
     private final AtomicBoolean done = new AtomicBoolean();
 
     /**
@@ -52,8 +51,8 @@ public final class Job {
         this.kind = kind;
         this.modelName = modelName;
         this.version = version;
-        this.headers = Collections.unmodifiableList(new ArrayList<>(headers));
-        this.parts = Collections.unmodifiableList(new ArrayList<>(parts));
+        this.headers = List.copyOf(headers);   // one copy; a list that is already immutable is kept
+        this.parts = List.copyOf(parts);
         this.responder = responder;
     }
 
@@ -115,8 +114,14 @@ public final class Job {
         }
     }
 
+    /** When the final answer was given (System.nanoTime), 0 before. */
+    long getDoneNanos() {
+        return doneNanos;
+    }
+
     boolean result(Response r) {
         if (done.compareAndSet(false, true)) {
+            doneNanos = System.nanoTime();
             responder.onResult(r);
             return true;
         }
@@ -126,6 +131,7 @@ public final class Job {
     /** Fails the job unless it was already answered; returns whether this call answered it. */
     boolean fail(int status, String message) {
         if (done.compareAndSet(false, true)) {
+            doneNanos = System.nanoTime();
             responder.onError(status, message);
             return true;
         }

@@ -17,6 +17,8 @@ public final class RegisterRequest {
     public Integer startupTimeout;
     public Integer preprocessWorkers;
     public Boolean postprocessInPool;
+    /** {@code eager}, {@code adaptive} or {@code delay} (see docs/batching.md). */
+    public String dispatchPolicy;
     /** Wait for the workers to load before answering (TorchServe's REST default: true). */
     public boolean synchronous = true;
     /** Set for models loaded at server startup (describe's loadedAtStartup). */

@@ -37,6 +37,7 @@ public final class SettingsResolver {
             api.put("startupTimeout", req.startupTimeout);
             api.put("preprocessWorkers", req.preprocessWorkers);
             api.put("postprocessInPool", req.postprocessInPool);
+            api.put("dispatchPolicy", req.dispatchPolicy);
             if (req.initialWorkers != null) {
                 api.put("minWorkers", req.initialWorkers);
                 api.put("maxWorkers", Math.max(req.initialWorkers, s.maxWorkers));

@@ -617,7 +617,8 @@ final class WorkerThread {
                 continue;
             }
             ModelSettings s = model.getSettings();
-            List<Job> jobs = BatchAggregator.poll(model.queue, s.batchSize, s.maxBatchDelay, 200);
+            List<Job> jobs = BatchAggregator.poll(model.queue, s.batchSize, s.maxBatchDelay,
+                    s.dispatchPolicy, 200);
             if (jobs.isEmpty()) {
                 c.permits.release();
                 continue;

@@ -3,6 +3,7 @@ package org.tserve.wlm.protocol;
 import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.channels.GatheringByteChannel;
 import java.nio.channels.ReadableByteChannel;
 import java.nio.channels.WritableByteChannel;
 import java.nio.charset.StandardCharsets;
@@ -32,11 +33,27 @@ public final class Codec {
         return b.array();
     }
 
-    /** Writes one frame fully. */
+    /**
+     * Writes one frame fully: header and body in one gathering write where the channel can
+     * (no copy of the body into a frame array).
+     */
     public static void write(WritableByteChannel ch, int type, long batchId, byte[] body) throws IOException {
-        ByteBuffer b = ByteBuffer.wrap(encodeFrame(type, batchId, body));
-        while (b.hasRemaining()) {
-            ch.write(b);
+        if (!(ch instanceof GatheringByteChannel)) {
+            ByteBuffer b = ByteBuffer.wrap(encodeFrame(type, batchId, body));
+            while (b.hasRemaining()) {
+                ch.write(b);
+            }
+            return;
+        }
+        ByteBuffer head = ByteBuffer.allocate(HEADER);
+        head.putInt(5 + body.length);
+        head.put((byte) type);
+        head.putInt((int) batchId);
+        head.flip();
+        ByteBuffer[] bufs = {head, ByteBuffer.wrap(body)};
+        GatheringByteChannel g = (GatheringByteChannel) ch;
+        while (bufs[1].hasRemaining() || head.hasRemaining()) {
+            g.write(bufs);
         }
     }
 
@@ -101,7 +118,7 @@ public final class Codec {
 
     /** Encodes an INFERENCE body: count, then per request id, headers and parts. */
     public static byte[] encodeBatch(List<Request> requests) {
-        Writer w = new Writer();
+        Writer w = new Writer(sizeHint(requests));
         w.u32(requests.size());
         for (Request r : requests) {
             w.str(r.requestId());
@@ -184,9 +201,32 @@ public final class Codec {
         return w.toByteArray();
     }
 
+    /** An upper estimate of an INFERENCE body's size (ASCII-sized strings: the usual case), so it is written without regrowing. */
+    private static int sizeHint(List<Request> requests) {
+        long n = 4;
+        for (Request r : requests) {
+            n += 12 + r.requestId().length();
+            for (Header h : r.headers()) {
+                n += 8 + h.name().length() + h.value().length();
+            }
+            for (Part p : r.parts()) {
+                n += 12 + p.name().length() + (p.contentType() == null ? 0 : p.contentType().length()) + p.value().length;
+            }
+        }
+        return (int) Math.min(n, Integer.MAX_VALUE - 16);
+    }
+
     /** Growable big-endian writer. */
     static final class Writer {
-        private ByteBuffer buf = ByteBuffer.allocate(256);
+        private ByteBuffer buf;
+
+        Writer() {
+            this(256);
+        }
+
+        Writer(int capacity) {
+            buf = ByteBuffer.allocate(Math.max(capacity, 16));
+        }
 
         private void ensure(int n) {
             if (buf.remaining() < n) {
@@ -213,6 +253,9 @@ public final class Codec {
         }
 
         byte[] toByteArray() {
+            if (buf.position() == buf.capacity()) {
+                return buf.array();   // sized exactly: no copy
+            }
             byte[] out = new byte[buf.position()];
             buf.flip();
             buf.get(out);
