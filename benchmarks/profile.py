@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         raw = OUT / f"{args.server}-worker.pyspy.txt"
         spy = subprocess.Popen([str(pyspy), "record", "--pid", str(worker.pid), "--duration",
                                 str(int(args.seconds)), "--rate", "250", "--format", "raw",
-                                "--output", str(raw), "--nonblocking"],
+                                "--output", str(raw)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         # JFR samples only this window: start a fresh recording now, dump it after the load.
         subprocess.run([_jdk_tool("jcmd"), str(java.pid), "JFR.stop", "name=bench"],
