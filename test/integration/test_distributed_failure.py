@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 from test_cli import cli_env, run_cli  # noqa: F401  (fixture and helper of the CLI tests)
-from test_distributed import TP_YAML, alive, build, check_answers, describe, environ, inputs
+from test_distributed import TP_YAML, build, check_answers, describe, environ, inputs
 
 import harness
 from ts import model_server
@@ -57,7 +57,7 @@ def tagged_processes(frontend_pid: int) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if needle in b"\0" + (entry / "environ").read_bytes() and alive(int(entry.name)):
+                if needle in b"\0" + (entry / "environ").read_bytes() and harness.alive(int(entry.name)):
                     found.append(int(entry.name))
             except OSError:
                 continue
@@ -113,7 +113,7 @@ def test_rank_killed_under_load_then_stop_leaves_nothing(tmp_path: Path, cli_env
         os.kill(again["ranks"][0]["pid"], signal.SIGKILL)
         third = harness.wait_for(lambda: ranks_ready(server, first | second), 240, interval=0.5,
                                  what="a new agent to load")
-        assert third["pid"] != agent and not alive(agent)
+        assert third["pid"] != agent and not harness.alive(agent)
         seen |= {third["pid"]} | {r["pid"] for r in third["ranks"]}
         check_answers(server, "tp_mlp")
         seen |= set(model_server.descendants(frontend))
@@ -121,8 +121,8 @@ def test_rank_killed_under_load_then_stop_leaves_nothing(tmp_path: Path, cli_env
     finally:
         stopped = run_cli(["--stop"], env, tmp_path)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    harness.wait_for(lambda: not alive(frontend), 60, what="the frontend to exit")
-    harness.wait_for(lambda: not any(alive(p) for p in seen), 30, what="every agent and rank to exit")
+    harness.wait_for(lambda: not harness.alive(frontend), 60, what="the frontend to exit")
+    harness.wait_for(lambda: not any(harness.alive(p) for p in seen), 30, what="every agent and rank to exit")
     assert tagged_processes(frontend) == []
     assert shm and not any(p.exists() for p in shm), "the ranks' shm buffers are removed"
 
