@@ -112,7 +112,7 @@ public final class ConfigKeys {
         ignored("cpp_log_config", Type.STRING, null);
         ignored("debug", Type.BOOL, "false");
         ignored("model_snapshot", Type.STRING, null);
-        ignored("vmargs", Type.STRING, null);
+        k("vmargs", Type.STRING, null);    // JVM options, read by the torchserve launcher
         ignored("plugins_path", Type.STRING, null);
         ignored("workflow_store", Type.STRING, null);
     }
