@@ -104,6 +104,15 @@ def build_mar(
     return Path(ModelArchiver.generate_model_archive(config))
 
 
+def _terminate_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the test process dies (a pytest killed by a
+    timeout must not leave servers behind; the frontend then stops its own workers)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def server_config(model_store: Path, *, token_auth: bool = False, model_api: bool = True) -> dict[str, Any]:
     """A config.properties mapping on free 127.0.0.1 ports, so servers in tests never collide."""
     return {
@@ -186,7 +195,15 @@ class Server:
         env.pop("TS_CONFIG_FILE", None)
         env.update(self.env)
         with open(self.stdout_path, "wb") as out:
-            self.proc = subprocess.Popen(cmd, cwd=self.workdir, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=self.workdir,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_terminate_with_parent,
+            )
         try:
             wait_for(self._ready, self.start_timeout, interval=0.05, what="'Model server started.'")
         except Exception:
