@@ -10,10 +10,8 @@ The real archiver lives in a venv cached under ``.bench/archiver-0.12/`` (overri
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -32,34 +30,17 @@ REAL_VERSION = "0.12.0"
 VENV = Path(os.environ.get("TSERVE_ARCHIVER_012_VENV", REPO / ".bench" / "archiver-0.12"))
 
 
+def _check_no_torch(venv: Path) -> None:
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.util as u; "
+                           "print(u.find_spec('torch') is None)"], capture_output=True, text=True)
+    assert site.stdout.strip() == "True", "the real archiver's venv must not contain torch"
+
+
 def _install_real_archiver(venv: Path) -> Path:
     """Create the venv and pip-install the real archiver into it (idempotent, locked)."""
-    exe = venv / "bin" / "torch-model-archiver"
-    ready = venv / ".tserve-ready"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if ready.exists() and exe.exists():
-            return exe
-        shutil.rmtree(venv, ignore_errors=True)
-        base = getattr(sys, "_base_executable", sys.executable)
-        steps = [
-            [base, "-m", "venv", str(venv)],
-            [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
-             f"torch-model-archiver=={REAL_VERSION}"],
-        ]
-        for cmd in steps:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            if proc.returncode != 0:
-                pytest.fail(
-                    f"cannot install torch-model-archiver=={REAL_VERSION} from PyPI into {venv} "
-                    f"(needed to check compatibility):\n{proc.stdout}{proc.stderr}"
-                )
-        site = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.util as u; "
-                               "print(u.find_spec('torch') is None)"], capture_output=True, text=True)
-        assert site.stdout.strip() == "True", "the real archiver's venv must not contain torch"
-        ready.write_text(REAL_VERSION)
-    return exe
+    what = f"torch-model-archiver=={REAL_VERSION} (needed to check compatibility)"
+    bin_dir = harness.cached_venv(venv, [f"torch-model-archiver=={REAL_VERSION}"], what, finish=_check_no_torch)
+    return bin_dir / "torch-model-archiver"
 
 
 @pytest.fixture(scope="session")

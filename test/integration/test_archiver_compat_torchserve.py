@@ -9,9 +9,7 @@ TorchServe is installed without dependencies into a venv cached under ``.bench/a
 
 from __future__ import annotations
 
-import fcntl
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -56,29 +54,17 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _borrow_our_packages(venv: Path) -> None:
+    """TorchServe's own dependencies (torch among them) come from this venv through a .pth file."""
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True, env=clean_env(), cwd="/").stdout.strip()
+    Path(site, "zz-tserve-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+
 def install_torchserve(venv: Path) -> Path:
-    exe = venv / "bin" / "torchserve"
-    ready = venv / ".tserve-ready"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if ready.exists() and exe.exists():
-            return exe
-        shutil.rmtree(venv, ignore_errors=True)
-        base = getattr(sys, "_base_executable", sys.executable)
-        for cmd in (
-            [base, "-m", "venv", str(venv)],
-            [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", "--no-deps",
-             f"torchserve=={VERSION}"],
-        ):
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=clean_env())
-            if proc.returncode != 0:
-                pytest.fail(f"cannot install torchserve=={VERSION} from PyPI into {venv}:\n{proc.stdout}{proc.stderr}")
-        site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              capture_output=True, text=True, check=True, env=clean_env(), cwd="/").stdout.strip()
-        Path(site, "zz-tserve-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-        ready.write_text(VERSION)
-    return exe
+    bin_dir = harness.cached_venv(venv, ["--no-deps", f"torchserve=={VERSION}"], f"torchserve=={VERSION}",
+                                  env=clean_env(), finish=_borrow_our_packages)
+    return bin_dir / "torchserve"
 
 
 @pytest.fixture(scope="module")

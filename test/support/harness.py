@@ -14,7 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,38 @@ def _terminate_with_parent() -> None:
 
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def cached_venv(venv: Path, pip_args: list[str], what: str, *, env: dict[str, str] | None = None,
+                finish: Callable[[Path], None] | None = None) -> Path:
+    """A venv with `pip install <pip_args>`, built once and reused (locked against parallel tests).
+
+    `finish(venv)` runs after the install; a venv counts as ready only once it returned.
+    Returns the venv's bin directory. `what` names the install in the failure message.
+    """
+    import fcntl
+    import shutil
+    import sys
+
+    import pytest
+
+    ready = venv / ".tserve-ready"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready.exists():
+            return venv / "bin"
+        shutil.rmtree(venv, ignore_errors=True)
+        base = getattr(sys, "_base_executable", sys.executable)
+        pip = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *pip_args]
+        for cmd in ([base, "-m", "venv", str(venv)], pip):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+            if proc.returncode != 0:
+                pytest.fail(f"cannot install {what} from PyPI into {venv}:\n{proc.stdout}{proc.stderr}")
+        if finish is not None:
+            finish(venv)
+        ready.write_text(" ".join(pip_args))
+    return venv / "bin"
 
 
 def server_config(model_store: Path, *, token_auth: bool = False, model_api: bool = True) -> dict[str, Any]:
