@@ -3,20 +3,24 @@
 No server, no handler framework: one process reads INFERENCE frames (``ts.protocol.codec``),
 decodes the batch, answers every request with its body as a RESULT frame. A second process
 plays the frontend with pre-encoded frames and a closed loop of ``inflight`` frames. What it
-reaches is the most any Python worker built on this codec can do per core; the docs compare
-tserve's echo numbers with it.
+reaches is the most any Python worker built on this codec can do per core. The same driver
+runs against tserve's real worker with the echo handler (``worker="tserve"``): the difference
+is what the worker's handler API and bookkeeping cost, without the frontend in the way.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
-import queue
+import shutil
 import socket
+import subprocess
+import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from ts.protocol import codec
 
@@ -24,6 +28,7 @@ from ts.protocol import codec
 _HEADERS = [("host", "127.0.0.1:8080"), ("content-type", "application/octet-stream"),
             ("content-length", "1"), ("connection", "keep-alive"),
             ("url_path", "/predictions/echo"), ("explain", "False")]
+ECHO_HANDLER = Path(__file__).resolve().parent / "handlers" / "echo_handler.py"
 
 
 @dataclass
@@ -47,26 +52,13 @@ def _answer(frame: codec.Frame) -> bytes:
     return codec.encode_result(frame.batch_id, responses)
 
 
-def _stage_metrics(frame: codec.Frame) -> bytes:
-    """A METRICS frame like the one tserve's worker sends after every batch (2 stage records)."""
-    dims = {"ModelName": "echo", "Level": "Model", "Stage": "handle"}
-    records = [{"name": n, "unit": "Milliseconds", "value": 0.05, "type": "gauge",
-                "dimensions": dims, "requestId": "req"} for n in ("StageBusyTime",
-                                                               "StageQueueTime")]
-    return codec.encode_json_frame(codec.FrameType.METRICS, frame.batch_id, records)
-
-
-def _worker_loop(path: str, threaded: bool = False) -> None:
-    """Answer frames until STOP. ``threaded``: tserve's worker shape (reader thread, queue,
-    send lock, a METRICS frame per batch) instead of one inline loop."""
+def _worker_loop(path: str) -> None:
+    """Answer frames until STOP, one inline loop: read, decode, answer."""
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     srv.listen(1)
     conn, _ = srv.accept()
     try:
-        if threaded:
-            _threaded(conn)
-            return
         while True:
             try:
                 frame = codec.read_frame(conn)
@@ -80,54 +72,89 @@ def _worker_loop(path: str, threaded: bool = False) -> None:
         srv.close()
 
 
-def _threaded(conn: socket.socket) -> None:
-    inbox: queue.Queue[codec.Frame | None] = queue.Queue()
-    lock = threading.Lock()
+class _BareLoop:
+    """The bare loop in a fresh interpreter (spawn: nothing inherited from the driver)."""
 
-    def reader() -> None:
-        try:
-            while True:
-                inbox.put(codec.read_frame(conn))
-        except (codec.ConnectionClosed, OSError):
-            inbox.put(None)
+    def __init__(self, tmp: str) -> None:
+        self.path = os.path.join(tmp, "limit.sock")
+        self.proc = mp.get_context("spawn").Process(target=_worker_loop, args=(self.path,), daemon=True)
+        self.proc.start()
+        self.pid = self.proc.pid
 
-    threading.Thread(target=reader, daemon=True).start()
-    while True:
-        frame = inbox.get()
-        if frame is None or frame.type == codec.FrameType.STOP:
-            return
-        result = _answer(frame)
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def loaded(self, sock: socket.socket) -> None:
+        """Nothing to load."""
+
+    def stop(self) -> None:
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+class _TserveWorker:
+    """tserve's own worker (``python -m ts.model_service_worker``) serving the echo handler."""
+
+    def __init__(self, tmp: str) -> None:
+        model = Path(tmp) / "echo"
+        (model / "MAR-INF").mkdir(parents=True)
+        shutil.copy(ECHO_HANDLER, model / "echo_handler.py")
+        (model / "MAR-INF" / "MANIFEST.json").write_text(json.dumps(
+            {"model": {"modelName": "echo", "handler": "echo_handler.py"}}))
+        self.model = str(model)
+        self.path = os.path.join(tmp, ".ts.sock.9000")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(Path(codec.__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ts.model_service_worker", "--sock-type", "unix", "--sock-name",
+             self.path], cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.pid = self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def loaded(self, sock: socket.socket) -> None:
+        sock.sendall(codec.encode_json_frame(codec.FrameType.LOAD, 1, {
+            "modelName": "echo", "modelVersion": "1.0", "modelPath": self.model, "handler": "echo_handler.py",
+            "batchSize": 8}))
+        answer = codec.decode_json_body(codec.read_frame(sock).body)
+        if answer.get("status") != 200:
+            raise RuntimeError(f"tserve worker did not load the echo handler: {answer}")
+
+    def stop(self) -> None:
         try:
-            with lock:
-                conn.sendall(result)
-            with lock:
-                conn.sendall(_stage_metrics(frame))
-        except OSError:  # the driver hung up after its last RESULT
-            return
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def _recv_frame(sock: socket.socket) -> None:
-    """Read up to the next RESULT (METRICS frames are read and dropped, as a frontend would)."""
+    """Read up to the next RESULT (METRICS frames are read and dropped, as the frontend would
+    after recording them)."""
     while codec.read_frame(sock, max_length=1 << 30).type == codec.FrameType.METRICS:
         pass
 
 
 def run_limit(batch_size: int = 1, inflight: int = 1, duration_s: float = 3.0,
-              threaded: bool = False) -> LimitResult:
-    """Drive the loop closed-loop for ``duration_s``; requests = frames × batch size."""
+              worker: str = "bare") -> LimitResult:
+    """Drive ``worker`` ("bare": the inline codec loop; "tserve": tserve's worker with the echo
+    handler) closed-loop for ``duration_s``; requests = frames × batch size."""
+    if worker not in ("bare", "tserve"):
+        raise ValueError(f"worker must be 'bare' or 'tserve', not {worker!r}")
     tmp = tempfile.mkdtemp(prefix="tserve-limit-")
-    path = os.path.join(tmp, "limit.sock")
-    ctx = mp.get_context("spawn")  # a fresh interpreter: nothing inherited from the driver
-    proc = ctx.Process(target=_worker_loop, args=(path, threaded), daemon=True)
-    proc.start()
+    proc = _BareLoop(tmp) if worker == "bare" else _TserveWorker(tmp)
+    path = proc.path
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not os.path.exists(path):
-            if time.monotonic() > deadline or not proc.is_alive():
-                raise RuntimeError("limit worker did not start")
+            if time.monotonic() > deadline or not proc.alive():
+                raise RuntimeError(f"limit worker ({worker}) did not start")
             time.sleep(0.005)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(path)
+        proc.loaded(sock)
         frames = []
         for i in range(inflight):
             reqs = [codec.Request(f"req-{i}-{j}-0123456789abcdef", _HEADERS,
@@ -169,14 +196,8 @@ def run_limit(batch_size: int = 1, inflight: int = 1, duration_s: float = 3.0,
         return LimitResult(batch_size, inflight, reqs, elapsed, cpu / reqs * 1e6,
                            latencies[len(latencies) // 2])
     finally:
-        proc.join(timeout=5)
-        if proc.is_alive():
-            proc.kill()
-        try:
-            os.unlink(path)
-            os.rmdir(tmp)
-        except OSError:
-            pass
+        proc.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _cpu_s(pid: int) -> float:
@@ -186,9 +207,9 @@ def _cpu_s(pid: int) -> float:
 
 
 if __name__ == "__main__":
-    for threaded in (False, True):
+    for kind in ("bare", "tserve"):
         for b, k in ((1, 1), (8, 1), (8, 4)):
-            r = run_limit(b, k, threaded=threaded)
-            print(f"{'threaded' if threaded else 'bare'} batch={b} inflight={k}: {r.rps:.0f} "
+            r = run_limit(b, k, worker=kind)
+            print(f"{kind} batch={b} inflight={k}: {r.rps:.0f} "
                   f"req/s, p50 {r.p50_ms:.3f} ms/frame, worker CPU "
                   f"{r.worker_cpu_us_per_req:.1f} us/req")

@@ -166,13 +166,13 @@ def _limit(results: dict[str, Any]) -> list[str]:
     ts = results.get("servers", {}).get("tserve", {})
     lines = ["The limit: a bare Python loop answering frames on a Unix socket with "
              "`ts.protocol.codec` (no HTTP, no frontend, no handler API), one frame in flight; "
-             "*threaded* adds the shape of tserve's worker (reader thread + queue, send lock, a "
-             "METRICS frame after every batch).", "",
-             "| batch | bare req/s | bare worker CPU µs/req | threaded req/s | threaded worker "
+             "*worker alone*: the same driver against tserve's own worker "
+             "(`ts.model_service_worker`) serving the echo handler.", "",
+             "| batch | bare req/s | bare worker CPU µs/req | worker alone req/s | worker alone "
              "CPU µs/req | tserve echo best req/s | tserve worker CPU µs/req | tserve / bare |",
              "|---|---|---|---|---|---|---|---|"]
     for b in ("b1", "b8"):
-        cell, thr = lim.get(b), lim.get(b + "_threaded") or {}
+        cell, thr = lim.get(b), lim.get(b + "_worker") or {}
         if not cell:
             continue
         cells = [(k, v) for k, v in (ts.get("echo") or {}).items() if k.startswith(b + "_")]

@@ -145,12 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     if "limit" in only:
         from benchmarks import limit
 
-        print("== limit (bare Python loop with ts.protocol.codec)", flush=True)
+        print("== limit (bare Python loop with ts.protocol.codec; tserve's worker alone)", flush=True)
         results["limit"] = {}
-        for threaded in (False, True):
+        for worker in ("bare", "tserve"):
             for batch in (1, 8):
-                r = limit.run_limit(batch, 1, min(st.duration_s, 3.0), threaded=threaded)
-                key = f"b{batch}" + ("_threaded" if threaded else "")
+                r = limit.run_limit(batch, 1, min(st.duration_s, 3.0), worker=worker)
+                key = f"b{batch}" + ("_worker" if worker == "tserve" else "")
                 results["limit"][key] = {"rps": round(r.rps, 1), "p50_ms": round(r.p50_ms, 3),
                                          "worker_cpu_us_per_req":
                                          round(r.worker_cpu_us_per_req, 1)}

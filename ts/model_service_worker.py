@@ -5,8 +5,9 @@
 
 It binds, prints ``[PID]<pid>`` and ``Torch worker started.``, accepts one connection and
 serves LOAD / INFERENCE / PING / STOP frames (docs/protocol.md) until the socket closes.
-A reader thread takes frames off the socket as they arrive (PING is answered there, at
-once); the main thread handles LOAD, INFERENCE and STOP in arrival order.
+The main thread reads each frame and handles it in arrival order: read, decode, run, answer,
+with no thread hand-off on the way (``ts/frame_source.py``: a watcher thread answers PING while
+a long batch runs).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import queue
 import socket
 import sys
 import threading
@@ -30,6 +30,7 @@ if __name__ == "__main__" and not __package__:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
     sys.path.insert(0, os.path.dirname(_HERE))
 
+from ts.frame_source import FrameSource  # noqa: E402
 from ts.protocol import codec  # noqa: E402
 from ts.protocol.codec import Frame, FrameType  # noqa: E402
 
@@ -37,6 +38,7 @@ logger = logging.getLogger("ts.worker")
 
 ACCEPT_TIMEOUT_S = float(os.environ.get("TS_WORKER_ACCEPT_TIMEOUT_S", "60"))
 LOG_FORMAT = "%(asctime)s [%(levelname)s] %(name)s - %(message)s"
+_JOIN_LIMIT = 64 * 1024  # frames up to this size in all are copied into one write
 
 
 @dataclass(frozen=True)
@@ -141,8 +143,8 @@ class Worker:
         self.conn = conn
         self.ranks = ranks
         self.metrics_config = metrics_config
-        self._send_lock = threading.Lock()
-        self._inbox: queue.Queue[tuple[Frame | None, float]] = queue.Queue()
+        self._send_lock = threading.Lock()  # pipeline and watcher threads send beside the main thread
+        self.source = FrameSource(conn, self._answer_ping)
         self.pipeline: Any = None
         self.model_name = ""
         self.exit_code = 0
@@ -150,45 +152,54 @@ class Worker:
         self._answered_early = 0  # of those, answered without the pipeline (bad batch, no model)
 
     # ------------------------------------------------------------------ io
-    def send(self, data: bytes) -> None:
+    def send(self, *frames: bytes) -> None:
+        """Write frames back to back; small ones in one syscall (a RESULT and its METRICS)."""
         with self._send_lock:
-            self.conn.sendall(data)
+            if len(frames) == 1:
+                self.conn.sendall(frames[0])
+            elif sum(map(len, frames)) <= _JOIN_LIMIT:
+                self.conn.sendall(b"".join(frames))
+            else:
+                for frame in frames:
+                    self.conn.sendall(frame)
 
     def send_json(self, ftype: FrameType, batch_id: int, obj: Any) -> None:
         self.send(codec.encode_json_frame(ftype, batch_id, obj))
 
-    def _reader(self) -> None:
-        try:
-            while True:
-                try:
-                    frame = codec.read_frame(self.conn)
-                except codec.UnknownFrameType as exc:
-                    logger.warning("ignoring %s (batch %d)", exc, exc.batch_id)
-                    self.send_json(FrameType.ERROR, exc.batch_id,
-                                   {"status": 400, "message": f"{exc}; this worker speaks protocol version 1"})
-                    continue
-                if frame.type is FrameType.PING:
-                    self.send_json(FrameType.PONG, frame.batch_id, self.pong())
-                elif frame.type in (FrameType.LOAD, FrameType.INFERENCE, FrameType.STOP):
-                    if frame.type is FrameType.INFERENCE:
-                        self._received += 1
-                    self._inbox.put((frame, time.monotonic()))
-                else:
-                    self.send_json(FrameType.ERROR, frame.batch_id, {
-                        "status": 400, "message": f"unexpected {frame.type.name} frame from the frontend"})
-        except codec.ConnectionClosed as exc:
-            if not exc.clean:
-                logger.warning("frontend connection lost: %s", exc)
-        except codec.ProtocolError as exc:
-            logger.error("bad frame from the frontend: %s; closing the connection", exc)
-            self.exit_code = 1
+    def _next_frame(self) -> Frame | None:
+        """The next LOAD / INFERENCE / STOP frame; PING and bad frames are answered on the way.
+
+        None when the connection ended (cleanly, or with the reason logged)."""
+        while True:
             try:
-                self.send_json(FrameType.ERROR, 0, {"status": 400, "message": str(exc)})
-            except OSError:
-                pass
-        except OSError as exc:
-            logger.warning("frontend connection error: %s", exc)
-        self._inbox.put((None, time.monotonic()))
+                frame = self.source.next()
+            except codec.UnknownFrameType as exc:
+                logger.warning("ignoring %s (batch %d)", exc, exc.batch_id)
+                self.send_json(FrameType.ERROR, exc.batch_id,
+                               {"status": 400, "message": f"{exc}; this worker speaks protocol version 1"})
+                continue
+            except codec.ConnectionClosed as exc:
+                if not exc.clean:
+                    logger.warning("frontend connection lost: %s", exc)
+                return None
+            except codec.ProtocolError as exc:
+                logger.error("bad frame from the frontend: %s; closing the connection", exc)
+                self.exit_code = 1
+                try:
+                    self.send_json(FrameType.ERROR, 0, {"status": 400, "message": str(exc)})
+                except OSError:
+                    pass
+                return None
+            if frame.type is FrameType.PING:
+                self._answer_ping(frame)
+            elif frame.type in (FrameType.LOAD, FrameType.INFERENCE, FrameType.STOP):
+                return frame
+            else:
+                self.send_json(FrameType.ERROR, frame.batch_id, {
+                    "status": 400, "message": f"unexpected {frame.type.name} frame from the frontend"})
+
+    def _answer_ping(self, frame: Frame) -> None:
+        self.send_json(FrameType.PONG, frame.batch_id, self.pong())
 
     def pong(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": "healthy", "pid": os.getpid(), "rank": self.ranks.rank,
@@ -204,10 +215,10 @@ class Worker:
 
     # ------------------------------------------------------------------ main loop
     def serve(self) -> int:
-        threading.Thread(target=self._reader, name="frame-reader", daemon=True).start()
         try:
             while True:
-                frame, received_at = self._inbox.get()
+                frame = self._next_frame()
+                received_at = time.monotonic()
                 if frame is None:
                     logger.info("frontend closed the connection; worker exits")
                     break
@@ -215,13 +226,18 @@ class Worker:
                     logger.info("STOP received; finishing in-flight batches")
                     break
                 if frame.type is FrameType.LOAD:
-                    if not self._load(frame):
+                    with self.source.busy():
+                        loaded = self._load(frame)
+                    if not loaded:
                         return 1
                 elif frame.type is FrameType.INFERENCE:
-                    self._inference(frame, received_at)
+                    self._received += 1
+                    with self.source.busy():
+                        self._inference(frame, received_at)
         except OSError as exc:  # the frontend went away while we were answering
             logger.warning("model %s: connection to the frontend lost (%s); worker exits", self.model_name, exc)
         finally:
+            self.source.close()
             if self.pipeline is not None:
                 self.pipeline.drain()
                 self.pipeline.close()

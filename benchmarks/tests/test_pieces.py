@@ -11,6 +11,8 @@ import time
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from benchmarks import limit, models, procstat, report, wrk
 
 WRK_OUTPUT = """Running 5s test @ http://127.0.0.1:8080/predictions/echo
@@ -81,9 +83,11 @@ def test_limit_loop_answers_frames() -> None:
     assert res.requests > 0 and res.requests % 8 == 0 and res.rps > 0
 
 
-def test_threaded_limit_skips_metrics_frames() -> None:
-    res = limit.run_limit(batch_size=1, inflight=1, duration_s=0.3, threaded=True)
-    assert res.requests > 0 and res.p50_ms > 0
+def test_limit_drives_tserves_own_worker() -> None:
+    res = limit.run_limit(batch_size=1, inflight=2, duration_s=0.3, worker="tserve")
+    assert res.requests > 0 and res.p50_ms > 0 and res.worker_cpu_us_per_req > 0
+    with pytest.raises(ValueError, match="'bare' or 'tserve'"):
+        limit.run_limit(worker="threaded")
 
 
 def test_archives_for_both_carry_the_same_handler(tmp_path: Path) -> None:

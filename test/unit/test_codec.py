@@ -6,6 +6,7 @@ import base64
 import importlib.util
 import json
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -150,4 +151,45 @@ def test_read_frame_from_socket_pair() -> None:
             codec.read_frame(b)
         assert exc.value.clean
     finally:
+        b.close()
+
+
+def test_fast_and_checked_batch_decoders_agree_on_every_truncation_and_corruption() -> None:
+    """decode_batch trusts lengths on its fast path; any body it cannot decode must raise the
+    checked decoder's ProtocolError, and any body it does decode must decode the same both ways."""
+    import random
+
+    rng = random.Random(7)
+    body = codec.encode_batch([Request("rid-1", [("h", "v"), ("é", "ü")], [Part("body", "x/y", b"\x00\x01")]),
+                               Request("rid-2", [], [Part("a", "", b""), Part("b", "t", b"z" * 40)])])
+    mutations = [body[:n] for n in range(len(body))] + [body + b"\x00"]
+    for _ in range(400):
+        raw = bytearray(body)
+        for _ in range(rng.randint(1, 3)):
+            raw[rng.randrange(len(raw))] = rng.randrange(256)
+        mutations.append(bytes(raw))
+    for raw in mutations:
+        try:
+            checked = codec._decode_batch_checked(raw)
+        except ProtocolError as exc:
+            with pytest.raises(ProtocolError) as fast:
+                codec.decode_batch(raw)
+            assert str(fast.value) == str(exc)
+        else:
+            assert codec.decode_batch(raw) == checked
+
+
+def test_read_frame_of_a_large_body_over_several_recvs() -> None:
+    """Bodies over 1 MiB are read in place into one buffer, however the kernel splits them."""
+    a, b = socket.socketpair()
+    try:
+        value = bytes(range(256)) * 8192  # 2 MiB
+        frame = codec.encode_inference(9, [Request("big", [], [Part("body", "", value)])])
+        sender = threading.Thread(target=a.sendall, args=(frame,))
+        sender.start()
+        got = codec.read_frame(b)
+        sender.join()
+        assert got.batch_id == 9 and codec.decode_batch(got.body)[0].parts[0].value == value
+    finally:
+        a.close()
         b.close()

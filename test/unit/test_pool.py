@@ -50,7 +50,8 @@ BATCHES = [[row("a", [1, 2, 3, 4]), row("b", [0.5, -1, 2, 0])], [row("c", [9, 9,
 @pytest.fixture(scope="module")
 def pooled(tmp_path_factory):
     d = model_dir_for(tmp_path_factory.mktemp("pooled"), "pool_handler.py")
-    with WorkerProcess() as w:
+    # stage gauges with every batch (not sampled once a second), so each test can look for them
+    with WorkerProcess(env={"TS_STAGE_METRICS_INTERVAL_S": "0"}) as w:
         loaded = w.load(load_msg(d, 2))
         assert loaded["status"] == 200, loaded
         yield w

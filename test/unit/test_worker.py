@@ -99,8 +99,31 @@ def test_per_request_status_and_metrics_frame(echo_worker):
     assert by_name["EchoRequests"]["unit"] == "Count"
     assert by_name["EchoRequests"]["dimensions"] == {"ModelName": "echo", "Level": "Model"}
     assert by_name["EchoRequests"]["requestId"] == "a,b"
-    assert by_name["StageBusyTime"]["dimensions"]["Stage"] == "handle"
     assert by_name["PredictionTime"]["unit"] == "Milliseconds" and by_name["PredictionTime"]["type"] == "gauge"
+
+
+@pytest.mark.parametrize("interval, second_has_stages", [("60", False), ("0", True)])
+def test_stage_gauges_are_sampled_per_interval(tmp_path, interval, second_has_stages):
+    """The first batch reports StageBusyTime/StageQueueTime; later ones only once per
+    TS_STAGE_METRICS_INTERVAL_S, beside RESULT in the same write. PredictionTime comes every batch."""
+    model_dir = make_model_dir(tmp_path, "echo_handler.py")
+    with WorkerProcess(env={"TS_STAGE_METRICS_INTERVAL_S": interval}) as worker:
+        assert worker.load(load_msg(model_dir, workerName="W-9000-echo_1.0"))["status"] == 200
+        names = []
+        for bid in (1, 2):
+            worker.send_batch(bid, [req(f"r{bid}", {"v": bid})])
+            result(worker, bid)
+            records = codec.decode_json_body(worker.recv_until(FrameType.METRICS, bid).body)
+            names.append({r["name"]: r for r in records})
+        first, second = names
+        assert first["StageBusyTime"]["dimensions"] == {
+            "ModelName": "echo", "Level": "Model", "WorkerName": "W-9000-echo_1.0", "Stage": "handle"}
+        assert first["StageQueueTime"]["requestId"] == "r1"
+        assert ("StageBusyTime" in second) is second_has_stages
+        assert "PredictionTime" in first and "PredictionTime" in second
+        worker.send(codec.encode_frame(FrameType.PING, 3))
+        stages = codec.decode_json_body(worker.recv_until(FrameType.PONG, 3).body)["stages"]
+        assert stages["handle"]["batches"] == 2  # the cumulative counters count every batch
 
 
 @pytest.mark.parametrize("op, status, message", [

@@ -30,7 +30,7 @@ from ts.service import PREDICTION_METRIC, BatchError, build_responses, check_res
 from ts.torch_handler.base_handler import BaseHandler
 
 logger = logging.getLogger("ts.pipeline")
-Send = Callable[[bytes], None]
+Send = Callable[..., None]  # Worker.send(*frames): written together, in order
 
 
 @dataclass
@@ -244,10 +244,8 @@ class PooledPipeline:
             responses = error_responses(batch.requests, batch.error.status, batch.error.message)
         if not self.answer:
             return
-        self.send(codec.encode_result(batch.batch_id, responses))
-        ids = ",".join(r.request_id for r in batch.requests)
-        records = batch.records + self.stats.batch_records(self.service.model_name, ids, batch.timings)
-        self.send(codec.encode_json_frame(codec.FrameType.METRICS, batch.batch_id, records))
+        records = batch.records + self.stats.batch_records(self.service.model_name, batch.requests, batch.timings)
+        self.send(*codec.encode_answer(batch.batch_id, responses, records))
 
     # ------------------------------------------------------------------ shutdown
     def drain(self) -> None:

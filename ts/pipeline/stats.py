@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
+
+from ts.protocol.codec import Request
+
+# Stage gauges are sampled: the first batch's, then one batch's per interval. Per batch they cost
+# the frontend a JSON parse and a log line each for every request at batch 1, for a value a
+# scrape (every 15 s or more) would only see the last of; the cumulative counters travel in PONG.
+STAGE_METRICS_INTERVAL_ENV = "TS_STAGE_METRICS_INTERVAL_S"
+DEFAULT_STAGE_METRICS_INTERVAL_S = 1.0
+
+
+def stage_metrics_interval() -> float:
+    raw = os.environ.get(STAGE_METRICS_INTERVAL_ENV, "")
+    try:
+        return max(0.0, float(raw)) if raw else DEFAULT_STAGE_METRICS_INTERVAL_S
+    except ValueError:
+        raise SystemExit(f"{STAGE_METRICS_INTERVAL_ENV}={raw!r} is not a number of seconds") from None
 
 
 class StageStats:
@@ -58,6 +76,8 @@ class PipelineStats:
         self.idle = IdleTracker()
         self.started = time.monotonic()
         self.worker_name = ""  # LOAD's workerName (W-<port>-<model>_<version>): the per-worker dimension
+        self._sample_every_s = stage_metrics_interval()
+        self._sampled_at = float("-inf")
 
     def snapshot(self) -> dict[str, Any]:
         out = {n: s.snapshot() for n, s in self.stages.items()}
@@ -65,9 +85,15 @@ class PipelineStats:
             out["inference"]["idleFraction"] = self.idle.fraction()
         return out
 
-    def batch_records(self, model_name: str, request_ids: str,
+    def batch_records(self, model_name: str, requests: Sequence[Request],
                       per_stage: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
-        """METRICS records for one batch: each stage's busy and queue-wait time (ms)."""
+        """METRICS records for one batch: each stage's busy and queue-wait time (ms); empty
+        unless the batch is due for a sample (TS_STAGE_METRICS_INTERVAL_S)."""
+        now = time.monotonic()
+        if now - self._sampled_at < self._sample_every_s:
+            return []
+        self._sampled_at = now
+        request_ids = ",".join(r.request_id for r in requests)
         records: list[dict[str, Any]] = []
         base = {"ModelName": model_name, "Level": "Model"}
         if self.worker_name:

@@ -10,7 +10,7 @@ from ts.protocol import codec
 from ts.protocol.codec import Request
 from ts.service import Service
 
-Send = Callable[[bytes], None]
+Send = Callable[..., None]  # Worker.send(*frames): written together, in order
 
 
 class SyncPipeline:
@@ -35,13 +35,11 @@ class SyncPipeline:
         try:
             if not self.answer:
                 return
-            self.send(codec.encode_result(batch_id, responses))
+            records += self.stats.batch_records(self.service.model_name, requests,
+                                                {"handle": (start - received_at, busy)})
+            self.send(*codec.encode_answer(batch_id, responses, records))
         finally:
             self.completed += 1
-        ids = ",".join(r.request_id for r in requests)
-        records += self.stats.batch_records(self.service.model_name, ids,
-                                            {"handle": (start - received_at, busy)})
-        self.send(codec.encode_json_frame(codec.FrameType.METRICS, batch_id, records))
 
     def _chunk_sender(self, batch_id: int) -> Callable[[list[codec.Response]], None]:
         def send_chunk(responses: list[codec.Response]) -> None:

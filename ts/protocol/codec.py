@@ -1,8 +1,8 @@
 """Encoder/decoder for the frontend <-> worker wire protocol (docs/protocol.md, version 1).
 
 Every integer is unsigned big-endian. A frame is ``length:u32 type:u8 batch_id:u32 body`` where
-``length`` counts the bytes after itself. This module is pure (no sockets): ``FrameReader``
-adapts it to any object with ``recv_into``/``recv``.
+``length`` counts the bytes after itself. This module opens no sockets: ``read_frame`` reads
+from any object with ``recv`` and ``recv_into`` (a socket).
 """
 
 from __future__ import annotations
@@ -84,13 +84,15 @@ class Response:
 class Frame:
     type: FrameType
     batch_id: int
-    body: bytes = b""
+    body: bytes | bytearray = b""  # bytearray for bodies over 1 MiB (read in place)
 
 
 # ---------------------------------------------------------------------------- primitives
 
 
 class _Writer:
+    """Collects a body's pieces; lengths are packed with their data (one append per field)."""
+
     def __init__(self) -> None:
         self._chunks: list[bytes] = []
 
@@ -100,57 +102,73 @@ class _Writer:
         self._chunks.append(_U32.pack(value))
 
     def raw(self, data: bytes) -> None:
-        self.u32(len(data))
-        self._chunks.append(bytes(data))
+        # A field over 4 GiB cannot occur: encode_frame refuses any body over the u32 limit.
+        self._chunks.append(_U32.pack(len(data) & _U32_MAX))
+        self._chunks.append(data)
 
     def str(self, text: str) -> None:
-        self.raw(text.encode("utf-8"))
+        data = text.encode("utf-8")
+        self._chunks.append(_U32.pack(len(data) & _U32_MAX))
+        self._chunks.append(data)
 
     def getvalue(self) -> bytes:
         return b"".join(self._chunks)
 
 
 class _Reader:
-    def __init__(self, data: bytes | memoryview, what: str) -> None:
-        self._view = memoryview(data)
+    """Reads fields off a body. Field names are templates (``request[{}].header name``) formatted
+    only when a field is missing, so the success path builds no strings."""
+
+    def __init__(self, data: bytes | bytearray | memoryview, what: str) -> None:
+        # bytes are sliced directly; anything else through a view, so a slice is copied only once
+        self._data = data if isinstance(data, bytes) else memoryview(data)
+        self._end = len(self._data)
         self._pos = 0
         self._what = what
 
-    def _take(self, n: int, field_name: str) -> memoryview:
-        end = self._pos + n
-        if end > len(self._view):
-            raise ProtocolError(
-                f"truncated {self._what}: {field_name} needs {n} bytes at offset {self._pos}, "
-                f"only {len(self._view) - self._pos} left"
-            )
-        chunk = self._view[self._pos : end]
-        self._pos = end
-        return chunk
+    def _truncated(self, field_name: str, index: int, need: int, at: int) -> ProtocolError:
+        return ProtocolError(
+            f"truncated {self._what}: {field_name.format(index)} needs {need} bytes at offset {at}, "
+            f"only {self._end - at} left"
+        )
 
-    def u32(self, field_name: str) -> int:
-        return _U32.unpack(self._take(4, field_name))[0]
+    def u32(self, field_name: str, index: int = 0) -> int:
+        pos = self._pos
+        if pos + 4 > self._end:
+            raise self._truncated(field_name, index, 4, pos)
+        self._pos = pos + 4
+        return _U32.unpack_from(self._data, pos)[0]
 
-    def raw(self, field_name: str) -> bytes:
-        return bytes(self._take(self.u32(field_name + " length"), field_name))
+    def raw(self, field_name: str, index: int = 0) -> bytes:
+        pos = self._pos
+        if pos + 4 > self._end:
+            raise self._truncated(field_name + " length", index, 4, pos)
+        start = pos + 4
+        stop = start + _U32.unpack_from(self._data, pos)[0]
+        if stop > self._end:
+            raise self._truncated(field_name, index, stop - start, start)
+        self._pos = stop
+        chunk = self._data[start:stop]
+        return chunk if type(chunk) is bytes else bytes(chunk)
 
-    def str(self, field_name: str) -> str:
-        data = self.raw(field_name)
+    def str(self, field_name: str, index: int = 0) -> str:
+        data = self.raw(field_name, index)
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ProtocolError(f"{self._what}: {field_name} is not valid UTF-8 ({exc})") from None
+            raise ProtocolError(f"{self._what}: {field_name.format(index)} is not valid UTF-8 ({exc})") from None
 
-    def count(self, field_name: str, min_item_size: int) -> int:
-        n = self.u32(field_name)
+    def count(self, field_name: str, min_item_size: int, index: int = 0) -> int:
+        n = self.u32(field_name, index)
         # Reject absurd counts before allocating: each item needs at least min_item_size bytes.
-        if n * min_item_size > len(self._view) - self._pos:
-            raise ProtocolError(f"truncated {self._what}: {field_name}={n} exceeds the body size")
+        if n * min_item_size > self._end - self._pos:
+            raise ProtocolError(f"truncated {self._what}: {field_name.format(index)}={n} exceeds the body size")
         return n
 
     def finish(self) -> None:
-        if self._pos != len(self._view):
+        if self._pos != self._end:
             raise ProtocolError(
-                f"{self._what}: {len(self._view) - self._pos} unexpected trailing bytes"
+                f"{self._what}: {self._end - self._pos} unexpected trailing bytes"
             )
 
 
@@ -235,20 +253,72 @@ def encode_batch(requests: list[Request]) -> bytes:
     return w.getvalue()
 
 
-def decode_batch(body: bytes) -> list[Request]:
+def decode_batch(body: bytes | bytearray) -> list[Request]:
+    """INFERENCE body -> requests. The hot path of every batch, so it trusts the lengths and
+    checks the outcome once (a field past the end breaks ``unpack_from`` or leaves ``pos`` off
+    the end); a bad body is decoded again by ``_decode_batch_checked`` for the exact error."""
+    data = body if isinstance(body, bytes) else memoryview(body).tobytes()
+    unpack = _U32.unpack_from
+    try:
+        count = unpack(data, 0)[0]
+        if count * 12 > len(data):
+            raise struct.error("absurd count")
+        pos = 4
+        requests = []
+        for _ in range(count):
+            n = unpack(data, pos)[0]
+            pos += 4
+            rid = data[pos:pos + n].decode("utf-8")
+            pos += n
+            headers = []
+            k = unpack(data, pos)[0]
+            pos += 4
+            for _ in range(k):
+                n = unpack(data, pos)[0]
+                pos += 4
+                name = data[pos:pos + n].decode("utf-8")
+                pos += n
+                n = unpack(data, pos)[0]
+                pos += 4
+                headers.append((name, data[pos:pos + n].decode("utf-8")))
+                pos += n
+            parts = []
+            k = unpack(data, pos)[0]
+            pos += 4
+            for _ in range(k):
+                n = unpack(data, pos)[0]
+                pos += 4
+                name = data[pos:pos + n].decode("utf-8")
+                pos += n
+                n = unpack(data, pos)[0]
+                pos += 4
+                ctype = data[pos:pos + n].decode("utf-8")
+                pos += n
+                n = unpack(data, pos)[0]
+                pos += 4
+                parts.append(Part(name, ctype, data[pos:pos + n]))
+                pos += n
+            requests.append(Request(rid, headers, parts))
+    except (struct.error, UnicodeDecodeError):
+        pos = -1
+    if pos != len(data):
+        _decode_batch_checked(data)  # raises the ProtocolError that names the bad field
+        raise ProtocolError("INFERENCE batch does not decode")  # pragma: no cover - checked found nothing
+    return requests
+
+
+def _decode_batch_checked(body: bytes) -> list[Request]:
+    """decode_batch, checking every field: the error names the field that does not fit."""
     r = _Reader(body, "INFERENCE batch")
+    rstr, rraw, count = r.str, r.raw, r.count
     requests = []
-    for i in range(r.count("request count", 12)):
-        rid = r.str(f"request[{i}].request_id")
-        headers = [
-            (r.str(f"request[{i}].header name"), r.str(f"request[{i}].header value"))
-            for _ in range(r.count(f"request[{i}].header_count", 8))
-        ]
-        parts = [
-            Part(r.str(f"request[{i}].part name"), r.str(f"request[{i}].part content_type"),
-                 r.raw(f"request[{i}].part value"))
-            for _ in range(r.count(f"request[{i}].part_count", 12))
-        ]
+    for i in range(count("request count", 12)):
+        rid = rstr("request[{}].request_id", i)
+        headers = [(rstr("request[{}].header name", i), rstr("request[{}].header value", i))
+                   for _ in range(count("request[{}].header_count", 8, i))]
+        parts = [Part(rstr("request[{}].part name", i), rstr("request[{}].part content_type", i),
+                      rraw("request[{}].part value", i))
+                 for _ in range(count("request[{}].part_count", 12, i))]
         requests.append(Request(rid, headers, parts))
     r.finish()
     return requests
@@ -276,18 +346,16 @@ def encode_responses(responses: list[Response]) -> bytes:
 
 def decode_responses(body: bytes) -> list[Response]:
     r = _Reader(body, "RESULT/CHUNK responses")
+    rstr = r.str
     out = []
     for i in range(r.count("response count", 24)):
-        rid = r.str(f"response[{i}].request_id")
-        status = r.u32(f"response[{i}].status")
-        message = r.str(f"response[{i}].message")
-        content_type = r.str(f"response[{i}].content_type")
-        headers = [
-            (r.str(f"response[{i}].header name"), r.str(f"response[{i}].header value"))
-            for _ in range(r.count(f"response[{i}].header_count", 8))
-        ]
-        out.append(Response(rid, status, message, content_type, headers,
-                            r.raw(f"response[{i}].body")))
+        rid = rstr("response[{}].request_id", i)
+        status = r.u32("response[{}].status", i)
+        message = rstr("response[{}].message", i)
+        content_type = rstr("response[{}].content_type", i)
+        headers = [(rstr("response[{}].header name", i), rstr("response[{}].header value", i))
+                   for _ in range(r.count("response[{}].header_count", 8, i))]
+        out.append(Response(rid, status, message, content_type, headers, r.raw("response[{}].body", i)))
     r.finish()
     return out
 
@@ -301,10 +369,20 @@ def encode_result(batch_id: int, responses: list[Response], chunk: bool = False)
     return encode_frame(ftype, batch_id, encode_responses(responses))
 
 
+def encode_answer(batch_id: int, responses: list[Response], records: list[Any]) -> tuple[bytes, ...]:
+    """A batch's RESULT, then its METRICS frame when there are records to report."""
+    result = encode_result(batch_id, responses)
+    if not records:
+        return (result,)
+    return result, encode_json_frame(FrameType.METRICS, batch_id, records)
+
+
 # ---------------------------------------------------------------------------- streams
 
 
 class _Recv(Protocol):
+    def recv(self, bufsize: int) -> bytes: ...
+
     def recv_into(self, buffer: memoryview, nbytes: int = ...) -> int: ...
 
 
@@ -316,18 +394,36 @@ class ConnectionClosed(EOFError):
         self.clean = clean
 
 
-def _recv_exact(sock: _Recv, n: int, clean_ok: bool) -> bytearray:
-    buf = bytearray(n)
+_SMALL_FRAME = 1 << 20  # bodies up to this size are read with recv(): no buffer to copy out of
+
+
+def _closed(got: int, n: int, clean_ok: bool) -> ConnectionClosed:
+    clean = clean_ok and got == 0
+    return ConnectionClosed(
+        "connection closed" if clean else f"connection closed mid-frame ({got}/{n} bytes)", clean)
+
+
+def _recv_exact(sock: _Recv, n: int, clean_ok: bool) -> bytes | bytearray:
+    if n <= _SMALL_FRAME:
+        data = sock.recv(n)
+        if len(data) == n:  # the usual case: one syscall, no copy
+            return data
+        chunks = [data]
+        got = len(data)
+        while got < n:
+            if not data:
+                raise _closed(got, n, clean_ok)
+            data = sock.recv(n - got)
+            chunks.append(data)
+            got += len(data)
+        return b"".join(chunks)
+    buf = bytearray(n)  # large bodies: one allocation, filled in place
     view = memoryview(buf)
     got = 0
     while got < n:
         k = sock.recv_into(view[got:], n - got)
         if k == 0:
-            clean = clean_ok and got == 0
-            raise ConnectionClosed(
-                "connection closed" if clean else f"connection closed mid-frame ({got}/{n} bytes)",
-                clean,
-            )
+            raise _closed(got, n, clean_ok)
         got += k
     return buf
 
@@ -338,11 +434,11 @@ def read_frame(sock: _Recv, max_length: int = WORKER_MAX_FRAME) -> Frame:
     A frame of unknown type is consumed whole and reported as UnknownFrameType, so the
     reader stays in sync and may carry on.
     """
-    header = bytes(_recv_exact(sock, HEADER_SIZE, clean_ok=True))
+    header = _recv_exact(sock, HEADER_SIZE, clean_ok=True)
     length, type_code, batch_id = _HEAD.unpack(header)
     if 5 <= length <= max_length and type_code not in _TYPE_CODES:
         _recv_exact(sock, length - 5, clean_ok=False)
         raise UnknownFrameType(type_code, batch_id)
     length, frame_type, batch_id = parse_header(header, max_length)
-    body = bytes(_recv_exact(sock, length - 5, clean_ok=False)) if length > 5 else b""
+    body = _recv_exact(sock, length - 5, clean_ok=False) if length > 5 else b""
     return Frame(frame_type, batch_id, body)
