@@ -58,7 +58,7 @@ def test_non_2xx_is_an_error(server_port: int) -> None:
     assert res.requests == 0 and res.errors >= 20 and res.first_error == "HTTP 500"
 
 
-@pytest.mark.parametrize("concurrency", [1, 2])  # blocking client and asyncio client
+@pytest.mark.parametrize("concurrency", [1, 2])  # blocking client and epoll client
 def test_chunked_responses(server_port: int, concurrency: int) -> None:
     res = loadgen.load(server_port, "/chunked", concurrency=concurrency, duration_s=2,
                        max_requests=10)
@@ -80,3 +80,21 @@ def test_nothing_listening_is_a_clear_error() -> None:
 
     with pytest.raises(loadgen.LoadError, match="cannot connect"):
         loadgen.load(free_port(), "/ok", duration_s=0.2)
+
+
+@pytest.mark.parametrize("raw", [
+    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n",
+])
+def test_parse_response_waits_for_the_whole_response(raw: bytes) -> None:
+    """Every strict prefix is incomplete; the whole is one response; a second one stays unread."""
+    for n in range(len(raw)):
+        assert loadgen.parse_response(raw[:n]) is None
+    status, used = loadgen.parse_response(raw + raw[:7])
+    assert used == len(raw) and status == int(raw.split(b" ")[1])
+
+
+def test_parse_response_refuses_a_body_without_framing() -> None:
+    with pytest.raises(ValueError, match="neither Content-Length nor chunked"):
+        loadgen.parse_response(b"HTTP/1.1 200 OK\r\nServer: x\r\n\r\n")
