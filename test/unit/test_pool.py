@@ -107,6 +107,25 @@ def test_metrics_recorded_in_the_pool_reach_the_metrics_frame(pooled):
     assert ("PredictionTime", None) in names
 
 
+def test_each_batch_gets_its_own_inference_metrics(tmp_path):
+    """Batch 1 finishes (pooled postprocess, 0.3 s) while batch 2's inference has recorded a
+    metric it drains only later: the metric belongs to batch 2's METRICS frame, not batch 1's."""
+    d = model_dir_for(tmp_path, "pool_handler.py")
+    with WorkerProcess() as w:
+        assert w.load(load_msg(d, 2, postprocessInPool=True))["status"] == 200
+        w.send_batch(1, [row("one", [1, 2, 3, 4], op="slow_post")])
+        w.send_batch(2, [row("two", [1, 2, 3, 4], op="late_metric")])
+        frames = {}
+        while len(frames) < 2:
+            frame = w.recv()
+            if frame.type is FrameType.METRICS:
+                frames[frame.batch_id] = codec.decode_json_body(frame.body)
+        names = {bid: {(m["name"], m["requestId"]) for m in records} for bid, records in frames.items()}
+        assert ("InferenceRows", "two") in names[2]
+        assert not [n for n in names[1] if n[0] == "InferenceRows"]
+        assert ("PredictionTime", "one") in names[1] and ("PredictionTime", "two") in names[2]
+
+
 def test_pool_status_phrase(pooled):
     pooled.send_batch(511, [row("s", [1, 2, 3, 4], op="status")])
     out = result(pooled, 511)

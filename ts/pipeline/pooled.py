@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ts.context import Context
+from ts.metrics.metric_cache_abstract import MetricCacheAbstract
 from ts.model_loader import HandlerSpec, LoadError, LoadRequest, load_service
 from ts.pipeline.pool import ChildConfig, PoolStartError, PreprocessPool
 from ts.pipeline.stats import PipelineStats
@@ -83,6 +84,11 @@ class PooledPipeline:
         self.answer = answer
         self.postprocess_in_pool = postprocess_in_pool
         self.stats = PipelineStats(["preprocess", "inference", "postprocess"])
+        # The sender thread records PredictionTime in a cache of its own: draining the handler's
+        # shared cache there would take metrics the inference thread recorded for the next batch.
+        shared = service.context.metrics
+        self._timing_metrics = (MetricCacheAbstract(model_name=shared.model_name)
+                                if shared is not None else None)
         self.completed = 0  # batches finished (answered, or dropped on ranks > 0)
         self._count_lock = threading.Lock()
         self._inference_q: queue.Queue[Batch | None] = queue.Queue()
@@ -232,7 +238,7 @@ class PooledPipeline:
         if batch.error is None:
             try:
                 results = check_results(batch.results, len(batch.requests))
-                metrics = batch.context.metrics
+                metrics = self._timing_metrics
                 if metrics is not None:
                     metrics.request_ids = batch.context.request_ids
                     metrics.add_time(PREDICTION_METRIC, round((time.monotonic() - batch.received) * 1000, 2))

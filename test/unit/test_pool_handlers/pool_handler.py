@@ -38,11 +38,16 @@ class PoolHandler(BaseHandler):
         return {"x": x, "pid": os.getpid(), "op": op}
 
     def inference(self, pre):
+        if pre["op"] == "late_metric":  # recorded, then drained only after the sleep
+            self.context.metrics.add_counter("InferenceRows", len(pre["x"]))
+            time.sleep(1.0)
         with torch.inference_mode():
             y = self.model(pre["x"])
         return {"y": y, "pre_pid": pre["pid"], "shared": pre["x"].is_shared(), "op": pre["op"]}
 
     def postprocess(self, out):
+        if out["op"] == "slow_post":
+            time.sleep(0.3)
         if out["op"] == "stream":
             n = len(self.context.request_ids)
             send_intermediate_predict_response([f"chunk-from-{os.getpid()}"] * n, self.context.request_ids,
