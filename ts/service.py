@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -81,15 +82,13 @@ def encode_value(value: Any) -> bytes:
         return bytes(value)
     if isinstance(value, str):
         return value.encode("utf-8")
-    try:
-        import torch
-
-        if isinstance(value, torch.Tensor):
-            buf = io.BytesIO()
-            torch.save(value, buf)
-            return buf.getvalue()
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
+    # A tensor means the handler imported torch: never import it here (seconds, on the first
+    # request of a handler that does not use torch).
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        buf = io.BytesIO()
+        torch.save(value, buf)
+        return buf.getvalue()
     try:
         return json.dumps(value, indent=2).encode("utf-8")
     except (TypeError, ValueError) as exc:
@@ -126,13 +125,9 @@ def error_responses(requests: list[Request], status: int, message: str) -> list[
 def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
-    try:
-        import torch
-
-        if isinstance(exc, torch.cuda.OutOfMemoryError):
-            return True
-    except (ImportError, AttributeError):  # pragma: no cover
-        pass
+    torch = sys.modules.get("torch")  # a torch OOM means torch is imported already
+    if torch is not None and isinstance(exc, getattr(torch.cuda, "OutOfMemoryError", ())):
+        return True
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
 
 

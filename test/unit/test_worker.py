@@ -201,6 +201,17 @@ def test_function_handler_and_named_function(tmp_path):
         assert result(worker, 2)[0].body == b"X"
 
 
+def test_a_handler_without_torch_never_imports_it(tmp_path):
+    """Encoding a JSON result must not import torch to rule out a tensor (seconds on a first
+    request, enough to trip a short responseTimeout)."""
+    model_dir = make_model_dir(tmp_path, "fn_handler.py")
+    with WorkerProcess() as worker:
+        assert worker.load(load_msg(model_dir, handler="fn_handler.py:modules"))["status"] == 200
+        for bid in (1, 2):  # the second answer tells what encoding the first one imported
+            worker.send_batch(bid, [req("a", b"x", "text/plain")])
+            assert json.loads(result(worker, bid)[0].body) == {"torch_imported": False}
+
+
 def test_load_failure_reports_error_and_exits_nonzero(tmp_path):
     model_dir = make_model_dir(tmp_path, "echo_handler.py", "handler:\n  fail_init: true\n")
     with WorkerProcess() as worker:

@@ -14,3 +14,12 @@ def shout(data, context):
     if data is None:
         return None
     return [str(row.get("body")).upper() for row in data]
+
+
+def modules(data, context):
+    """Answers a JSON value (not bytes/str) saying whether torch has been imported."""
+    import sys
+
+    if data is None:
+        return None
+    return [{"torch_imported": "torch" in sys.modules} for _ in data]
