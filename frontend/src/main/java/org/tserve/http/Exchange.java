@@ -23,12 +23,9 @@ import io.netty.util.AttributeKey;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.nio.charset.StandardCharsets;
-import java.util.UUID;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.logging.Level;
-import java.util.logging.Logger;
 import org.tserve.config.ConfigManager;
+import org.tserve.util.AccessLog;
 import org.tserve.util.Logging;
 
 /**
@@ -38,14 +35,13 @@ import org.tserve.util.Logging;
  */
 final class Exchange {
     static final Gson GSON = new GsonBuilder().setPrettyPrinting().disableHtmlEscaping().create();
-    private static final Logger ACCESS = Logger.getLogger(Logging.ACCESS_LOG);
 
     final ChannelHandlerContext ctx;
     final String method;
     final String uri;
     final String protocol;
     final boolean keepAlive;
-    final String requestId = fastUuid();
+    final String requestId = org.tserve.util.Ids.fastUuid();
     private final long start = System.nanoTime();
     private final ConfigManager cfg;
     private final AtomicBoolean finished = new AtomicBoolean();
@@ -57,17 +53,6 @@ final class Exchange {
         this.protocol = req.protocolVersion().text();
         this.keepAlive = HttpUtil.isKeepAlive(req);
         this.cfg = cfg;
-    }
-
-    /**
-     * A random (version 4) UUID from ThreadLocalRandom: UUID.randomUUID() goes through
-     * SecureRandom (a lock and a /dev/urandom read per call) for an id that needs no secrecy.
-     */
-    static String fastUuid() {
-        ThreadLocalRandom r = ThreadLocalRandom.current();
-        long hi = (r.nextLong() & ~0xF000L) | 0x4000L;
-        long lo = (r.nextLong() & 0x3FFFFFFFFFFFFFFFL) | 0x8000000000000000L;
-        return new UUID(hi, lo).toString();
     }
 
     private static final AsciiString X_REQUEST_ID = AsciiString.cached("x-request-id");
@@ -171,11 +156,10 @@ final class Exchange {
 
     private void log(int status) {
         org.tserve.metrics.MetricsRegistry.get().responseSent(status);   // Requests2XX/4XX/5XX
-        if (!ACCESS.isLoggable(Level.INFO)) {
-            return;
+        AccessLog access = Logging.access();   // null when access lines are off: nothing to format
+        if (access != null) {
+            access.request(client(ctx), method, uri, protocol, status, (System.nanoTime() - start) / 1_000_000);
         }
-        long ms = (System.nanoTime() - start) / 1_000_000;
-        ACCESS.info(client(ctx) + " \"" + method + " " + uri + " " + protocol + "\" " + status + " " + ms + "ms");
     }
 
     private static final AttributeKey<String> CLIENT = AttributeKey.valueOf("tserve.client");

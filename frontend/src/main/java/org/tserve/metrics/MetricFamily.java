@@ -35,6 +35,14 @@ public final class MetricFamily {
 
     /** Records a value for the given label values (same order and count as {@link #labelNames()}). */
     public void record(List<String> labelValues, double value) {
+        record(series(labelValues), value);
+    }
+
+    /**
+     * The series of these label values, created if new: callers that record the same labels
+     * again and again keep it and call {@link #record(Series, double)}, skipping the lookup.
+     */
+    public Series series(List<String> labelValues) {
         if (labelValues.size() != labelNames.size()) {
             throw new IllegalArgumentException("metric " + spec.name + " has labels " + labelNames
                     + " but got values " + labelValues);
@@ -44,6 +52,11 @@ public final class MetricFamily {
             s = series.computeIfAbsent(Collections.unmodifiableList(new ArrayList<>(labelValues)),
                 k -> new Series(spec.type == MetricType.HISTOGRAM ? spec.buckets() : null));
         }
+        return s;
+    }
+
+    /** Records a value into a series of this family (from {@link #series(List)}). */
+    public void record(Series s, double value) {
         switch (spec.type) {
             case COUNTER:
                 s.add(value);

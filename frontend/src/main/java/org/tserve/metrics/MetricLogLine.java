@@ -14,7 +14,23 @@ public final class MetricLogLine {
     public static String format(String name, String unit, double value, Map<String, String> dims,
                                 String hostname, String requestId, long epochSeconds) {
         StringBuilder sb = new StringBuilder(96);
-        sb.append(name).append('.').append(unit).append(':').append(value).append("|#");
+        MetricValue.append(sb.append(head(name, unit)), value);
+        sb.append(dimensions(dims, hostname));
+        if (requestId != null && !requestId.isEmpty()) {
+            sb.append(",requestID:").append(requestId);
+        }
+        sb.append(",timestamp:").append(epochSeconds);
+        return sb.toString();
+    }
+
+    /** The part before the value: {@code Name.Unit:}. */
+    static String head(String name, String unit) {
+        return name + '.' + unit + ':';
+    }
+
+    /** The part after the value up to the request id: {@code |#Dim:val,...|#hostname:h}. */
+    static String dimensions(Map<String, String> dims, String hostname) {
+        StringBuilder sb = new StringBuilder(64).append("|#");
         boolean first = true;
         for (Map.Entry<String, String> d : dims.entrySet()) {
             if (d.getKey().equalsIgnoreCase("hostname")) {
@@ -26,11 +42,6 @@ public final class MetricLogLine {
             first = false;
             sb.append(d.getKey()).append(':').append(d.getValue());
         }
-        sb.append("|#hostname:").append(hostname);
-        if (requestId != null && !requestId.isEmpty()) {
-            sb.append(",requestID:").append(requestId);
-        }
-        sb.append(",timestamp:").append(epochSeconds);
-        return sb.toString();
+        return sb.append("|#hostname:").append(hostname).toString();
     }
 }

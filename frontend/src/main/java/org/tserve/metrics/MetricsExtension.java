@@ -39,7 +39,7 @@ public final class MetricsExtension implements ServerExtension {
 
             @Override
             public void onWorkerThreadTime(String model, String version, String workerName, long nanos) {
-                r.workerThreadTime(nanos / 1_000_000.0);
+                r.workerThreadNanos(nanos);
             }
 
             @Override

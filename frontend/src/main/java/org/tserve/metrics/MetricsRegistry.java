@@ -17,6 +17,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Logger;
 
 /**
@@ -37,6 +38,9 @@ public final class MetricsRegistry {
     private static final Set<String> LEGACY_NAMES =
         new HashSet<>(Arrays.asList(REQUESTS_TOTAL, INFERENCE_LATENCY, QUEUE_LATENCY));
 
+    /** A metric that is not declared, or has nowhere to go (before {@code global}: its constructor uses it). */
+    private static final Emission NONE = new Emission(null, null, null, null);
+
     private static volatile MetricsRegistry global = new MetricsRegistry(
         MetricsConfig.parse("", "(none)"), MetricsMode.LOG, localHostname(), null, false);
 
@@ -50,6 +54,13 @@ public final class MetricsRegistry {
     private final Map<String, MetricFamily> modelFamilies = new ConcurrentHashMap<>();
     private final Map<String, MetricSpec> detected = new ConcurrentHashMap<>();
     private final Set<String> warned = ConcurrentHashMap.newKeySet();
+    private final Map<String, Map<String, Emission[]>> modelCache = new ConcurrentHashMap<>();
+    private final AtomicInteger cachedModels = new AtomicInteger();
+    private final Emission requests2xx;
+    private final Emission requests4xx;
+    private final Emission requests5xx;
+    private final Emission queueTime;
+    private final Emission workerThreadTime;
 
     /**
      * @param logDir where ts_metrics.log and model_metrics.log go; null = no log files
@@ -80,6 +91,12 @@ public final class MetricsRegistry {
                 }
             }
         }
+        Map<String, String> host = hostContext();
+        requests2xx = resolve("Requests2XX", host);
+        requests4xx = resolve("Requests4XX", host);
+        requests5xx = resolve("Requests5XX", host);
+        queueTime = resolve("QueueTime", host);
+        workerThreadTime = resolve("WorkerThreadTime", host);
     }
 
     /** The server's registry (a do-nothing one until {@link #install} is called). */
@@ -108,28 +125,32 @@ public final class MetricsRegistry {
 
     /** An inference request was parsed (before queueing; 503s count too). Null/empty version = "default". */
     public void requestReceived(String model, String version) {
-        emitFrontend(REQUESTS_TOTAL, 1, modelContext(model, version));
+        emit(modelEmissions(model, version)[0], 1, 0);
     }
 
     /** A response with this HTTP status (or the gRPC call's equivalent) was sent. */
     public void responseSent(int status) {
-        String name = status >= 500 ? "Requests5XX" : status >= 400 ? "Requests4XX" : "Requests2XX";
-        emitFrontend(name, 1, hostContext());
+        emit(status >= 500 ? requests5xx : status >= 400 ? requests4xx : requests2xx, 1, 0);
     }
 
     /** An inference job completed: arrival→response and arrival→batched, in microseconds. */
     public void inferenceCompleted(String model, String version, long latencyMicros, long queueMicros) {
-        Map<String, String> ctx = modelContext(model, version);
-        emitFrontend(INFERENCE_LATENCY, latencyMicros, ctx);
+        Emission[] e = modelEmissions(model, version);
+        emit(e[1], latencyMicros, 0);
         if (queueMicros >= 0) {
-            emitFrontend(QUEUE_LATENCY, queueMicros, ctx);
-            emitFrontend("QueueTime", queueMicros / 1000.0, hostContext());
+            emit(e[2], queueMicros, 0);
+            emit(queueTime, queueMicros, 3);   // QueueTime is in milliseconds
         }
     }
 
     /** Time a worker thread spent on a batch outside the backend, in milliseconds. */
     public void workerThreadTime(double millis) {
         emitFrontend("WorkerThreadTime", millis, hostContext());
+    }
+
+    /** Time a worker thread spent on a batch outside the backend, in nanoseconds (recorded in milliseconds). */
+    public void workerThreadNanos(long nanos) {
+        emit(workerThreadTime, nanos, 6);
     }
 
     /** A worker ({@code W-<port>-<model>_<version>}) loaded its model in this many milliseconds. */
@@ -192,6 +213,89 @@ public final class MetricsRegistry {
         } else if (tsLog != null) {
             tsLog.write(MetricLogLine.format(name, spec.unit, value, dims, hostname, null, nowSeconds()));
         }
+    }
+
+    /**
+     * One frontend metric in one context (host, or model and version), resolved once: the
+     * Prometheus series it adds to, or the parts of its log line around the value. The request
+     * path used to build a map of dimensions and a whole line per metric and request.
+     */
+    private static final class Emission {
+        final MetricFamily family;
+        final List<String> labelValues;
+        final String head;
+        final String dimensions;
+        /** Created on the first value, so that a scrape shows no series nothing was recorded in. */
+        volatile MetricFamily.Series series;
+
+        Emission(MetricFamily family, List<String> labelValues, String head, String dimensions) {
+            this.family = family;
+            this.labelValues = labelValues;
+            this.head = head;
+            this.dimensions = dimensions;
+        }
+    }
+
+    /** Model/version pairs whose emissions are kept (requests for unknown models count too). */
+    private static final int MAX_CACHED_MODELS = 1024;
+
+    private Emission resolve(String name, Map<String, String> ctx) {
+        MetricFamily fam = tsFamilies.get(name);
+        MetricSpec spec = fam != null ? fam.spec() : config.tsMetrics().get(name);
+        if (spec == null) {
+            return NONE;
+        }
+        List<String> values = new ArrayList<>(spec.dimensions.size());
+        Map<String, String> dims = new LinkedHashMap<>();
+        for (String d : spec.dimensions) {
+            String v = ctx.getOrDefault(d, "");
+            values.add(v);
+            dims.put(d, v);
+        }
+        if (fam != null) {
+            return new Emission(fam, values, null, null);
+        }
+        if (tsLog == null) {
+            return NONE;
+        }
+        return new Emission(null, null, MetricLogLine.head(name, spec.unit), MetricLogLine.dimensions(dims, hostname));
+    }
+
+    /** Records {@code n / 10^scale} (scale 0, 3 or 6). */
+    private void emit(Emission e, long n, int scale) {
+        if (e.family != null) {
+            MetricFamily.Series s = e.series;
+            if (s == null) {
+                s = e.family.series(e.labelValues);   // idempotent: racing threads get the same series
+                e.series = s;
+            }
+            e.family.record(s, MetricValue.value(n, scale));
+        } else if (e.head != null) {
+            tsLog.write(e.head, n, scale, e.dimensions);
+        }
+    }
+
+    /** ts_inference_requests_total, ts_inference_latency_microseconds, ts_queue_latency_microseconds of a model version. */
+    private Emission[] modelEmissions(String model, String version) {
+        String m = model == null ? "" : model;
+        String v = version == null || version.isEmpty() ? "default" : version;
+        Map<String, Emission[]> byVersion = modelCache.get(m);
+        Emission[] e = byVersion == null ? null : byVersion.get(v);
+        if (e != null) {
+            return e;
+        }
+        Map<String, String> ctx = modelContext(m, v);
+        e = new Emission[] {resolve(REQUESTS_TOTAL, ctx), resolve(INFERENCE_LATENCY, ctx), resolve(QUEUE_LATENCY, ctx)};
+        if (cachedModels.get() < MAX_CACHED_MODELS) {
+            Emission[] fresh = e;
+            Emission[] prev = modelCache.computeIfAbsent(m, k -> new ConcurrentHashMap<>()).putIfAbsent(v, fresh);
+            if (prev == null) {
+                cachedModels.incrementAndGet();
+            } else {
+                e = prev;
+            }
+        }
+        return e;
     }
 
     // ---------------------------------------------------------------- handler metrics

@@ -5,8 +5,6 @@ import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
-import java.time.LocalDateTime;
-import java.time.format.DateTimeFormatter;
 import java.util.logging.Formatter;
 import java.util.logging.Handler;
 import java.util.logging.Level;
@@ -27,13 +25,14 @@ public final class Logging {
     public static final String ACCESS_LOG = "ACCESS_LOG";
 
     private static boolean configured;
+    private static volatile AccessLog accessLog;
+    private static final Logger ACCESS = Logger.getLogger(ACCESS_LOG);
 
     private Logging() {
     }
 
     /** One line per event: time, level, thread, logger, message (and the exception's text). */
     public static final class LineFormatter extends Formatter {
-        private static final DateTimeFormatter TIME = DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss,SSS");
         private final boolean bare;
 
         public LineFormatter(boolean bare) {
@@ -44,9 +43,10 @@ public final class Logging {
         public String format(LogRecord r) {
             String msg = formatMessage(r).replace('\n', ' ').replace('\r', ' ');
             StringBuilder sb = new StringBuilder(msg.length() + 80);
-            sb.append(LocalDateTime.now().format(TIME)).append(' ');
+            LogTime.appendNow(sb).append(' ');
             if (!bare) {
-                sb.append('[').append(String.format("%-5s", levelName(r.getLevel()))).append("] ");
+                String level = levelName(r.getLevel());
+                sb.append('[').append(level).append("     ", level.length(), 5).append("] ");
                 sb.append(Thread.currentThread().getName()).append(' ');
                 String name = r.getLoggerName() == null ? "" : r.getLoggerName();
                 sb.append(name.substring(name.lastIndexOf('.') + 1)).append(" - ");
@@ -91,44 +91,6 @@ public final class Logging {
             flush();
         }
     }
-
-    /**
-     * The access log's file handler: one line per request is too many for a write (and a
-     * flush) each on the event loop, so lines are buffered and flushed every
-     * {@link #ACCESS_FLUSH_MILLIS} ms and at shutdown ({@link #flush()}).
-     */
-    private static final class BufferedFileHandler extends StreamHandler {
-        private boolean dirty;
-
-        BufferedFileHandler(File file, Formatter f) throws IOException {
-            super(new java.io.BufferedOutputStream(new FileOutputStream(file, true), 1 << 16), f);
-            setEncoding(StandardCharsets.UTF_8.name());
-            java.util.concurrent.ScheduledExecutorService flusher =
-                    java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
-                        Thread t = new Thread(r, "access-log-flush");
-                        t.setDaemon(true);
-                        return t;
-                    });
-            flusher.scheduleWithFixedDelay(this::flushIfDirty, ACCESS_FLUSH_MILLIS, ACCESS_FLUSH_MILLIS,
-                    java.util.concurrent.TimeUnit.MILLISECONDS);
-        }
-
-        @Override
-        public synchronized void publish(LogRecord record) {
-            super.publish(record);   // StreamHandler buffers; it flushes only on flush()/close()
-            dirty = true;
-        }
-
-        private synchronized void flushIfDirty() {
-            if (dirty) {
-                dirty = false;
-                flush();
-            }
-        }
-    }
-
-    /** How long an access-log line may wait in the buffer. */
-    static final long ACCESS_FLUSH_MILLIS = 200;
 
     /** Console handler writing to stdout, flushing every line. */
     private static final class StdoutHandler extends StreamHandler {
@@ -180,8 +142,18 @@ public final class Logging {
             }
             root.addHandler(new LineFileHandler(new File(dir, "ts_log.log"), line));
             model.addHandler(new LineFileHandler(new File(dir, "model_log.log"), line));
-            access.addHandler(new BufferedFileHandler(new File(dir, "access_log.log"), new LineFormatter(true)));
+            accessLog = new AccessLog(new File(dir, "access_log.log"), new LineFormatter(true));
+            access.addHandler(accessLog);
         }
+    }
+
+    /**
+     * The access log when its lines are wanted (a file, and ACCESS_LOG at INFO or finer), else
+     * null: callers skip formatting the line altogether.
+     */
+    public static AccessLog access() {
+        AccessLog a = accessLog;
+        return a != null && ACCESS.isLoggable(Level.INFO) ? a : null;
     }
 
     /** Flushes every handler (used at shutdown). */

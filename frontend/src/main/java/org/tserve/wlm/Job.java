@@ -1,8 +1,8 @@
 package org.tserve.wlm;
 
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.tserve.util.Ids;
 import org.tserve.wlm.protocol.Header;
 import org.tserve.wlm.protocol.Part;
 import org.tserve.wlm.protocol.Request;
@@ -36,7 +36,7 @@ public final class Job {
      * @param parts the request's inputs ({@code body}, form or multipart fields)
      */
     public Job(String modelName, String version, List<Header> headers, List<Part> parts, JobResponder responder) {
-        this(UUID.randomUUID().toString(), Kind.INFERENCE, modelName, version, headers, parts, responder);
+        this(Ids.fastUuid(), Kind.INFERENCE, modelName, version, headers, parts, responder);
     }
 
     /** Same, with the request id the handler sees (e.g. the HTTP response's x-request-id). */
@@ -58,7 +58,7 @@ public final class Job {
 
     /** A customized-describe job: header {@code describe: True}, no inputs, always a batch of one. */
     public static Job describe(String modelName, String version, JobResponder responder) {
-        return new Job(UUID.randomUUID().toString(), Kind.DESCRIBE, modelName, version,
+        return new Job(Ids.fastUuid(), Kind.DESCRIBE, modelName, version,
                 List.of(new Header("describe", "True")), List.of(), responder);
     }
 

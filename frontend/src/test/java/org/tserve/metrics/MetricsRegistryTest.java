@@ -144,6 +144,60 @@ public class MetricsRegistryTest {
             ".* - HandlerTime\\.Milliseconds:3\\.5\\|#ModelName:m,Level:Model\\|#hostname:h,requestID:a1,b2,timestamp:\\d+"));
     }
 
+    /** Drops {@code <time> - } and checks that the time is TorchServe's layout. */
+    private static String body(String line) {
+        assertTrue(line, line.matches("\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d,\\d{3} - .*"));
+        return line.substring(26);
+    }
+
+    @Test
+    public void logModeLinesByteForByte() throws IOException {
+        MetricsRegistry r = registry(MetricsMode.LOG, false);
+        long before = System.currentTimeMillis() / 1000;
+        r.requestReceived("m", "1.0");
+        r.responseSent(200);
+        r.responseSent(404);
+        r.responseSent(503);
+        r.inferenceCompleted("m", "1.0", 1500, 250);
+        r.inferenceCompleted("m", null, 20_000_123, 1);
+        r.workerThreadNanos(1_234_500);
+        r.workerThreadNanos(3_000_000);
+        r.workerThreadTime(0.5);
+        r.workerLoaded("W-9000-m_1.0", 812);
+        r.backendMetrics("m", "w", "[{\"name\":\"PredictionTime\",\"unit\":\"ms\",\"value\":0.07,"
+            + "\"type\":\"gauge\",\"dimensions\":{\"ModelName\":\"m\",\"Level\":\"Model\"},\"requestId\":\"r1\"}]");
+        r.close();
+        long after = System.currentTimeMillis() / 1000;
+        String[] expected = {
+            "ts_inference_requests_total.Count:1.0|#model_name:m,model_version:1.0|#hostname:h,timestamp:",
+            "Requests2XX.Count:1.0|#Level:Host|#hostname:h,timestamp:",
+            "Requests4XX.Count:1.0|#Level:Host|#hostname:h,timestamp:",
+            "Requests5XX.Count:1.0|#Level:Host|#hostname:h,timestamp:",
+            "ts_inference_latency_microseconds.Microseconds:1500.0|#model_name:m,model_version:1.0|#hostname:h,timestamp:",
+            "ts_queue_latency_microseconds.Microseconds:250.0|#model_name:m,model_version:1.0|#hostname:h,timestamp:",
+            "QueueTime.Milliseconds:0.25|#Level:Host|#hostname:h,timestamp:",
+            "ts_inference_latency_microseconds.Microseconds:2.0000123E7|#model_name:m,model_version:default|#hostname:h,timestamp:",
+            "ts_queue_latency_microseconds.Microseconds:1.0|#model_name:m,model_version:default|#hostname:h,timestamp:",
+            "QueueTime.Milliseconds:0.001|#Level:Host|#hostname:h,timestamp:",
+            "WorkerThreadTime.Milliseconds:1.2345|#Level:Host|#hostname:h,timestamp:",
+            "WorkerThreadTime.Milliseconds:3.0|#Level:Host|#hostname:h,timestamp:",
+            "WorkerThreadTime.Milliseconds:0.5|#Level:Host|#hostname:h,timestamp:",
+            "WorkerLoadTime.Milliseconds:812.0|#WorkerName:W-9000-m_1.0,Level:Host|#hostname:h,timestamp:",
+        };
+        List<String> ts = lines("ts_metrics.log");
+        assertEquals(ts.toString(), expected.length, ts.size());
+        for (int i = 0; i < expected.length; i++) {
+            String b = body(ts.get(i));
+            assertTrue(b, b.startsWith(expected[i]));
+            long stamp = Long.parseLong(b.substring(expected[i].length()));
+            assertTrue(b, stamp >= before && stamp <= after);
+        }
+        List<String> model = lines("model_metrics.log");
+        assertEquals(1, model.size());
+        String b = body(model.get(0));
+        assertTrue(b, b.startsWith("PredictionTime.ms:0.07|#ModelName:m,Level:Model|#hostname:h,requestID:r1,timestamp:"));
+    }
+
     @Test
     public void legacyModeExposesOnlyTheThreeCountersAndLogsTheRest() throws IOException {
         MetricsRegistry r = registry(MetricsMode.LEGACY, false);
