@@ -58,10 +58,11 @@ def _worker_loop(path: str) -> None:
     srv.bind(path)
     srv.listen(1)
     conn, _ = srv.accept()
+    reader = codec.FrameReader(conn)
     try:
         while True:
             try:
-                frame = codec.read_frame(conn)
+                frame = reader.read()
             except codec.ConnectionClosed:
                 return
             if frame.type == codec.FrameType.STOP:

@@ -30,6 +30,7 @@ class FrameSource:
     def __init__(self, conn: socket.socket, answer_ping: Callable[[Frame], None],
                  watch_after_s: float = WATCH_AFTER_S) -> None:
         self._conn = conn
+        self._reader = codec.FrameReader(conn)
         self._answer_ping = answer_ping
         self._watch_after_s = watch_after_s
         self._read_lock = threading.Lock()  # whoever holds it reads the socket
@@ -51,7 +52,7 @@ class FrameSource:
                 if isinstance(item, BaseException):
                     raise item
                 return item
-            return codec.read_frame(self._conn)
+            return self._reader.read()
         finally:
             self._read_lock.release()
 
@@ -84,12 +85,13 @@ class FrameSource:
 
     def _read_while_busy(self) -> None:
         while self._busy_since is not None and not self._closed:
-            ready, _, _ = select.select([self._conn, self._wake_r], [], [])
-            if self._wake_r in ready:
-                self._drain_wakeups()
-                return
+            if not self._reader.buffered():
+                ready, _, _ = select.select([self._conn, self._wake_r], [], [])
+                if self._wake_r in ready:
+                    self._drain_wakeups()
+                    return
             try:
-                frame = codec.read_frame(self._conn)
+                frame = self._reader.read()
             except codec.UnknownFrameType as exc:
                 self._pending.append(exc)  # the main thread answers it; the stream is still in sync
                 continue

@@ -132,26 +132,57 @@ def test_u32_overflow_is_refused() -> None:
         codec.encode_responses([Response("a", status=2**32)])
 
 
-def test_read_frame_from_socket_pair() -> None:
+READERS = {"read_frame": lambda sock: (lambda: codec.read_frame(sock)),
+           "FrameReader": lambda sock: codec.FrameReader(sock).read}
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_read_frame_from_socket_pair(reader: str) -> None:
     a, b = socket.socketpair()
+    read = READERS[reader](b)
     try:
         frames = [codec.encode_frame(FrameType.PING, 3),
+                  codec.encode_frame(0x7E, 8, b"future"),
                   codec.encode_inference(4, [Request("x", [], [Part("body", "", b"1" * 5000)])])]
         a.sendall(b"".join(frames))
-        first = codec.read_frame(b)
-        second = codec.read_frame(b)
+        first = read()
+        with pytest.raises(codec.UnknownFrameType) as unknown:
+            read()
+        assert (unknown.value.type_code, unknown.value.batch_id) == (0x7E, 8)
+        second = read()  # still in sync after the unknown frame
         assert (first.type, first.batch_id) == (FrameType.PING, 3)
         assert codec.decode_batch(second.body)[0].parts[0].value == b"1" * 5000
-        a.sendall(frames[1][:10])
+        a.sendall(frames[2][:10])
         a.close()
         with pytest.raises(codec.ConnectionClosed) as exc:
-            codec.read_frame(b)
+            read()
         assert not exc.value.clean
         with pytest.raises(codec.ConnectionClosed) as exc:
-            codec.read_frame(b)
+            read()
         assert exc.value.clean
     finally:
         b.close()
+
+
+def test_frame_reader_with_frames_split_at_every_byte() -> None:
+    """However the stream is cut, FrameReader returns the same frames in order."""
+    frames = [codec.encode_inference(i, [Request(f"r{i}", [("h", "v")], [Part("body", "", b"z" * i)])])
+              for i in range(1, 6)]
+    stream = b"".join(frames)
+    for cut in range(1, len(stream)):
+        a, b = socket.socketpair()
+        try:
+            a.sendall(stream[:cut])
+            sender = threading.Thread(target=a.sendall, args=(stream[cut:],))
+            sender.start()
+            reader = codec.FrameReader(b)
+            got = [reader.read() for _ in frames]
+            sender.join()
+            assert [codec.encode_frame(f.type, f.batch_id, f.body) for f in got] == frames
+            assert not reader.buffered()
+        finally:
+            a.close()
+            b.close()
 
 
 def test_fast_and_checked_batch_decoders_agree_on_every_truncation_and_corruption() -> None:
@@ -179,15 +210,18 @@ def test_fast_and_checked_batch_decoders_agree_on_every_truncation_and_corruptio
             assert codec.decode_batch(raw) == checked
 
 
-def test_read_frame_of_a_large_body_over_several_recvs() -> None:
-    """Bodies over 1 MiB are read in place into one buffer, however the kernel splits them."""
+@pytest.mark.parametrize("reader", READERS)
+def test_read_frame_of_a_large_body_over_several_recvs(reader: str) -> None:
+    """Large bodies are read in place into one buffer, however the kernel splits them."""
     a, b = socket.socketpair()
     try:
         value = bytes(range(256)) * 8192  # 2 MiB
         frame = codec.encode_inference(9, [Request("big", [], [Part("body", "", value)])])
-        sender = threading.Thread(target=a.sendall, args=(frame,))
+        sender = threading.Thread(target=a.sendall, args=(frame + codec.encode_frame(FrameType.PING, 1),))
         sender.start()
-        got = codec.read_frame(b)
+        read = READERS[reader](b)
+        got = read()
+        assert read().type is FrameType.PING
         sender.join()
         assert got.batch_id == 9 and codec.decode_batch(got.body)[0].parts[0].value == value
     finally:

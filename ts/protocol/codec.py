@@ -1,8 +1,8 @@
 """Encoder/decoder for the frontend <-> worker wire protocol (docs/protocol.md, version 1).
 
 Every integer is unsigned big-endian. A frame is ``length:u32 type:u8 batch_id:u32 body`` where
-``length`` counts the bytes after itself. This module opens no sockets: ``read_frame`` reads
-from any object with ``recv`` and ``recv_into`` (a socket).
+``length`` counts the bytes after itself. This module opens no sockets: ``read_frame`` and
+``FrameReader`` read from any object with ``recv`` and ``recv_into`` (a socket).
 """
 
 from __future__ import annotations
@@ -428,17 +428,74 @@ def _recv_exact(sock: _Recv, n: int, clean_ok: bool) -> bytes | bytearray:
     return buf
 
 
+def _check_header(header: bytes, max_length: int) -> tuple[int, FrameType | None, int]:
+    """(length, type, batch_id); type None for a well-framed frame of an unknown type."""
+    length, type_code, batch_id = _HEAD.unpack(header)
+    if 5 <= length <= max_length and type_code not in _TYPE_CODES:
+        return length, None, batch_id
+    return parse_header(header, max_length)
+
+
 def read_frame(sock: _Recv, max_length: int = WORKER_MAX_FRAME) -> Frame:
-    """Block until one whole frame arrived; ConnectionClosed on EOF, ProtocolError on garbage.
+    """Block until one whole frame arrived, reading exactly its bytes (nothing of the next
+    frame); ConnectionClosed on EOF, ProtocolError on garbage.
 
     A frame of unknown type is consumed whole and reported as UnknownFrameType, so the
     reader stays in sync and may carry on.
     """
     header = _recv_exact(sock, HEADER_SIZE, clean_ok=True)
-    length, type_code, batch_id = _HEAD.unpack(header)
-    if 5 <= length <= max_length and type_code not in _TYPE_CODES:
-        _recv_exact(sock, length - 5, clean_ok=False)
-        raise UnknownFrameType(type_code, batch_id)
-    length, frame_type, batch_id = parse_header(header, max_length)
+    length, frame_type, batch_id = _check_header(header, max_length)
     body = _recv_exact(sock, length - 5, clean_ok=False) if length > 5 else b""
+    if frame_type is None:
+        raise UnknownFrameType(header[4], batch_id)
     return Frame(frame_type, batch_id, body)
+
+
+class FrameReader:
+    """``read_frame`` for a connection this reader owns: through one receive buffer, so a small
+    frame costs one ``recv`` (header and body together) instead of two. A body larger than the
+    buffer is read straight into a bytearray of its own."""
+
+    BUFSIZE = 64 * 1024  # below malloc's mmap threshold: a recv buffer is a cheap allocation
+
+    def __init__(self, sock: _Recv, max_length: int = WORKER_MAX_FRAME) -> None:
+        self._sock = sock
+        self._max_length = max_length
+        self._buf = b""
+
+    def buffered(self) -> bool:
+        """Bytes of a next frame are already here (a select() on the socket would not say so)."""
+        return bool(self._buf)
+
+    def _fill(self, n: int, clean_ok: bool) -> None:
+        while len(self._buf) < n:
+            data = self._sock.recv(max(self.BUFSIZE, n - len(self._buf)))
+            if not data:
+                got, self._buf = len(self._buf), b""  # the stream ended: nothing more to frame
+                raise _closed(got, n, clean_ok)
+            self._buf = self._buf + data if self._buf else data
+
+    def read(self) -> Frame:
+        self._fill(HEADER_SIZE, clean_ok=True)
+        header = self._buf[:HEADER_SIZE]
+        length, frame_type, batch_id = _check_header(header, self._max_length)
+        end = 4 + length
+        if end <= self.BUFSIZE or len(self._buf) >= end:
+            self._fill(end, clean_ok=False)
+            body: bytes | bytearray = self._buf[HEADER_SIZE:end]
+            self._buf = self._buf[end:]
+        else:
+            body = bytearray(length - 5)
+            have = self._buf[HEADER_SIZE:]
+            body[:len(have)] = have
+            self._buf = b""
+            view = memoryview(body)
+            got = len(have)
+            while got < len(body):
+                k = self._sock.recv_into(view[got:], len(body) - got)
+                if k == 0:
+                    raise _closed(HEADER_SIZE + got, end, clean_ok=False)
+                got += k
+        if frame_type is None:
+            raise UnknownFrameType(header[4], batch_id)
+        return Frame(frame_type, batch_id, body)
