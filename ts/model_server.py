@@ -114,6 +114,7 @@ def build_java_command(
     vmargs: list[str] | None = None,
     java: str | None = None,
     tmp_dir: Path | None = None,
+    log_config: Path | None = None,
 ) -> list[str]:
     """The frontend's command line; the test harness uses this same function."""
     java = java or find_java()
@@ -122,6 +123,8 @@ def build_java_command(
         raise LauncherError(f"The frontend jar is missing at {jar}: build it with 'make install' (or 'gradle --offline packageJar').")
     cmd = [java, *(vmargs if vmargs is not None else DEFAULT_VMARGS)]
     cmd += [f"-Dmodel_server_home={server_home()}", f"-Djava.io.tmpdir={tmp_dir or tempfile.gettempdir()}"]
+    if log_config is not None:  # as TorchServe's launcher: after vmargs, so --log-config wins over theirs
+        cmd.append(f"-Dlog4j.configurationFile={Path(log_config).resolve().as_uri()}")
     cmd += ["-cp", str(jar), MAIN_CLASS, "--python", sys.executable]
     if ts_config is not None:
         cmd += ["-f", str(ts_config)]
@@ -216,7 +219,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model-store", dest="model_store", help="directory holding model archives")
     parser.add_argument("--workflow-store", dest="workflow_store", help="not supported by tserve")
     parser.add_argument("--models", nargs="+", help="models to load at startup: NAME=ARCHIVE, ARCHIVE or 'all'")
-    parser.add_argument("--log-config", dest="log_config", help="TorchServe log4j2 file (accepted, not interpreted)")
+    parser.add_argument("--log-config", dest="log_config", help="TorchServe log4j2 XML file: its logger levels apply")
     parser.add_argument("--cpp-log-config", dest="cpp_log_config", help=argparse.SUPPRESS)
     parser.add_argument("--foreground", action="store_true", help="stay attached to the server until it exits")
     parser.add_argument("--no-config-snapshots", "--ncs", dest="ncs", action="store_true", help="do not write config snapshots")
@@ -261,6 +264,7 @@ def _resolve_start(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
         disable_token_auth=args.disable_token_auth,
         enable_model_api=args.enable_model_api,
         vmargs=vmargs,
+        log_config=Path(args.log_config) if args.log_config else None,
     )
     return cmd, props
 
@@ -272,7 +276,8 @@ def start(args: argparse.Namespace) -> int:
         return 1
     cmd, _ = _resolve_start(args)
     if args.log_config:
-        print(f"Note: --log-config {args.log_config} is a log4j2 file; tserve's logs follow LOG_LOCATION and ignore it.")
+        print(f"Note: --log-config {args.log_config}: tserve applies its logger levels (Root, org.pytorch.serve, ACCESS_LOG, "
+              "TS_METRICS, MODEL_METRICS, MODEL_LOG); its appenders and patterns are not interpreted (logs go to LOG_LOCATION).")
     logs = log_dir()
     logs.mkdir(parents=True, exist_ok=True)
     if args.foreground:

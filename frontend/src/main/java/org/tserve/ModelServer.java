@@ -16,6 +16,7 @@ import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.Arguments;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
+import org.tserve.config.LogConfig;
 import org.tserve.http.HttpServer;
 import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
@@ -56,6 +57,7 @@ public final class ModelServer {
             Arguments a = Arguments.parse(args);
             cfg = new ConfigManager(a, System.getenv());
             Logging.configure(true);
+            applyLogConfig();
         } catch (ConfigException | IOException e) {
             System.err.println("ERROR: " + e.getMessage());
             System.exit(1);
@@ -78,6 +80,26 @@ public final class ModelServer {
             server.cleanupQuietly();
             Runtime.getRuntime().halt(1);
         }
+    }
+
+    /** Applies the levels of the log4j2 file(s) in {@code -Dlog4j.configurationFile} (the launcher's --log-config). */
+    static void applyLogConfig() {
+        String prop = System.getProperty(LogConfig.PROPERTY);
+        if (prop == null || prop.trim().isEmpty()) {
+            return;
+        }
+        List<LogConfig> files = new ArrayList<>();
+        for (File f : LogConfig.locations(prop)) {
+            files.add(LogConfig.parse(f));
+        }
+        if (files.isEmpty()) {
+            return;
+        }
+        LogConfig c = LogConfig.merge(files);
+        String applied = Logging.applyLevels(c);
+        LOG.info("Log config " + prop + ": levels " + applied
+                + (c.skipped().isEmpty() ? "" : "; left at their defaults (property substitution): " + c.skipped())
+                + "; appenders and patterns are not interpreted");
     }
 
     void start() throws Exception {

@@ -19,6 +19,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Logger;
+import org.tserve.util.Logging;
 
 /**
  * The server's metrics: frontend events (requests, latencies, worker loads, system metrics) and
@@ -71,8 +72,11 @@ public final class MetricsRegistry {
         this.mode = mode;
         this.hostname = hostname;
         this.autoDetect = autoDetect;
-        this.tsLog = logDir == null ? null : new MetricLogSink(new File(logDir, "ts_metrics.log"));
-        this.modelLog = logDir == null ? null : new MetricLogSink(new File(logDir, "model_metrics.log"));
+        // A log config can turn the TS_METRICS / MODEL_METRICS loggers off: then no lines, and no cost to format them.
+        this.tsLog = logDir == null || !Logging.enabled(Logging.TS_METRICS)
+            ? null : new MetricLogSink(new File(logDir, "ts_metrics.log"));
+        this.modelLog = logDir == null || !Logging.enabled(Logging.MODEL_METRICS)
+            ? null : new MetricLogSink(new File(logDir, "model_metrics.log"));
         for (MetricSpec s : config.tsMetrics().values()) {
             if (toPrometheus(s.name)) {
                 tsFamilies.put(s.name, new MetricFamily(s));

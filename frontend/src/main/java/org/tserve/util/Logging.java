@@ -23,6 +23,23 @@ public final class Logging {
     public static final String MODEL_LOG = "MODEL_LOG";
     /** Logger name for the access log. */
     public static final String ACCESS_LOG = "ACCESS_LOG";
+    /** Logger name whose level decides whether ts_metrics.log gets lines (TorchServe's logger). */
+    public static final String TS_METRICS = "TS_METRICS";
+    /** Logger name whose level decides whether model_metrics.log gets lines. */
+    public static final String MODEL_METRICS = "MODEL_METRICS";
+    /** The parent of tserve's own loggers: ts_log.log. */
+    public static final String SERVER = "org.tserve";
+    /** TorchServe's log4j2 logger → the tserve logger its level applies to. */
+    private static final String[][] STREAMS = {
+        {"org.pytorch.serve", SERVER}, {ACCESS_LOG, ACCESS_LOG}, {TS_METRICS, TS_METRICS},
+        {MODEL_METRICS, MODEL_METRICS}, {MODEL_LOG, MODEL_LOG},
+    };
+    /** log4j2's FATAL: above SEVERE, so that a FATAL logger drops tserve's errors too. */
+    private static final Level FATAL = new Level("FATAL", Level.SEVERE.intValue() + 100) {
+        private static final long serialVersionUID = 1L;
+    };
+    /** Loggers whose level was set: JUL holds loggers weakly, and a collected one forgets its level. */
+    private static final java.util.List<Logger> KEPT = new java.util.ArrayList<>();
 
     private static boolean configured;
     private static volatile AccessLog accessLog;
@@ -127,21 +144,26 @@ public final class Logging {
         root.setLevel(Level.INFO);
         Formatter line = new LineFormatter(false);
         Handler console = new StdoutHandler(line);
+        console.setLevel(Level.ALL);   // the loggers' levels decide (a log config may ask for DEBUG)
         root.addHandler(console);
-        Logger model = Logger.getLogger(MODEL_LOG);
+        Logger model = keep(Logger.getLogger(MODEL_LOG));
         model.setUseParentHandlers(false);
         model.addHandler(console);
-        Logger access = Logger.getLogger(ACCESS_LOG);
+        Logger access = keep(Logger.getLogger(ACCESS_LOG));
         access.setUseParentHandlers(false);
-        Logger.getLogger("io.netty").setLevel(Level.WARNING);
-        Logger.getLogger("io.grpc").setLevel(Level.WARNING);
+        keep(Logger.getLogger("io.netty")).setLevel(Level.WARNING);
+        keep(Logger.getLogger("io.grpc")).setLevel(Level.WARNING);
         if (toFiles) {
             File dir = logDir();
             if (!dir.isDirectory() && !dir.mkdirs()) {
                 throw new IOException("cannot create log directory " + dir + " (LOG_LOCATION)");
             }
-            root.addHandler(new LineFileHandler(new File(dir, "ts_log.log"), line));
-            model.addHandler(new LineFileHandler(new File(dir, "model_log.log"), line));
+            Handler tsLog = new LineFileHandler(new File(dir, "ts_log.log"), line);
+            Handler modelLog = new LineFileHandler(new File(dir, "model_log.log"), line);
+            tsLog.setLevel(Level.ALL);
+            modelLog.setLevel(Level.ALL);
+            root.addHandler(tsLog);
+            model.addHandler(modelLog);
             accessLog = new AccessLog(new File(dir, "access_log.log"), new LineFormatter(true));
             access.addHandler(accessLog);
         }
@@ -154,6 +176,62 @@ public final class Logging {
     public static AccessLog access() {
         AccessLog a = accessLog;
         return a != null && ACCESS.isLoggable(Level.INFO) ? a : null;
+    }
+
+    /** True when {@code loggerName} takes INFO lines (metric lines are written at INFO, as in TorchServe). */
+    public static boolean enabled(String loggerName) {
+        return Logger.getLogger(loggerName).isLoggable(Level.INFO);
+    }
+
+    /**
+     * Applies the levels of a TorchServe log4j2 file to tserve's streams: Root to everything,
+     * {@code org.pytorch.serve} to ts_log (tserve's own loggers), ACCESS_LOG, TS_METRICS,
+     * MODEL_METRICS and MODEL_LOG to theirs, each with log4j2's inheritance (a logger the
+     * file does not name gets its nearest configured parent's level, else Root's). Returns
+     * one line saying what each stream got.
+     */
+    public static synchronized String applyLevels(org.tserve.config.LogConfig c) {
+        Level root = julLevel(c.effectiveLevel(""));
+        keep(Logger.getLogger("")).setLevel(root);
+        StringBuilder sb = new StringBuilder("Root=").append(c.effectiveLevel(""));
+        for (String[] s : STREAMS) {
+            String level = c.effectiveLevel(s[0]);
+            keep(Logger.getLogger(s[1])).setLevel(julLevel(level));
+            sb.append(", ").append(s[0]).append('=').append(level);
+        }
+        for (String lib : new String[] {"io.netty", "io.grpc"}) {   // libraries stay at WARNING unless Root is stricter
+            keep(Logger.getLogger(lib)).setLevel(root.intValue() > Level.WARNING.intValue() ? root : Level.WARNING);
+        }
+        return sb.toString();
+    }
+
+    private static Logger keep(Logger l) {
+        if (!KEPT.contains(l)) {
+            KEPT.add(l);
+        }
+        return l;
+    }
+
+    /** The JUL level of a log4j2 level name (OFF .. ALL, upper case). */
+    static Level julLevel(String log4j) {
+        switch (log4j) {
+            case "OFF":
+                return Level.OFF;
+            case "FATAL":
+                return FATAL;
+            case "ERROR":
+                return Level.SEVERE;
+            case "WARN":
+                return Level.WARNING;
+            case "INFO":
+                return Level.INFO;
+            case "DEBUG":
+                return Level.FINE;
+            case "TRACE":
+                return Level.FINEST;
+            default:
+                return Level.ALL;
+        }
     }
 
     /** Flushes every handler (used at shutdown). */
