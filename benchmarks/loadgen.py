@@ -1,5 +1,5 @@
 """Closed-loop HTTP/1.1 load generator (keep-alive, 127.0.0.1 only): a blocking socket at
-concurrency 1, one epoll loop over non-blocking sockets above.
+concurrency 1, asyncio protocols above.
 
 Each of ``concurrency`` connections sends one request, waits for the whole response, and sends
 the next: the offered load adapts to the server, so throughput and latency are both honest.
@@ -9,7 +9,7 @@ are opened (and warmed) before the clock starts.
 
 from __future__ import annotations
 
-import selectors
+import asyncio
 import socket
 import time
 from dataclasses import dataclass, field
@@ -99,29 +99,14 @@ def parse_response(buf: bytes | bytearray) -> tuple[int, int] | None:
     return (int(parts[1]), end) if len(buf) >= end else None
 
 
-class _Conn:
-    """One keep-alive connection of the closed loop: its socket, unread bytes, request start."""
+class _ResponseBuffer:
+    """Bytes received on one connection, cut into whole responses."""
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
+    def __init__(self) -> None:
         self.buf = bytearray()
-        self.sent_at = 0.0
 
-    def send(self, req: bytes) -> None:
-        self.sent_at = time.perf_counter()
-        n = self.sock.send(req)
-        if n < len(req):  # the kernel took part of it: finish blocking (requests are small)
-            self.sock.setblocking(True)
-            try:
-                self.sock.sendall(req[n:])
-            finally:
-                self.sock.setblocking(False)
-
-    def responses(self) -> list[int]:
-        """Read what arrived; the statuses of the responses it completed."""
-        data = self.sock.recv(65536)
-        if not data:
-            raise ConnectionError("server closed the connection")
+    def feed(self, data: bytes) -> list[int]:
+        """The statuses of the responses ``data`` completed (usually none or one)."""
         self.buf += data
         out = []
         while (parsed := parse_response(self.buf)) is not None:
@@ -130,7 +115,120 @@ class _Conn:
         return out
 
 
-def run_load(
+class _Run:
+    """What the connections of one closed-loop run share: the budget and the results."""
+
+    def __init__(self, req: bytes, duration_s: float, max_requests: int, connections: int,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.req = req
+        self.deadline = time.perf_counter() + duration_s
+        self.max_requests = max_requests
+        self.issued = 0
+        self.latencies: list[float] = []
+        self.errors = 0
+        self.first_error = ""
+        self.running = connections
+        self.done = loop.create_future()
+
+    def error(self, what: str) -> None:
+        self.errors += 1
+        self.first_error = self.first_error or what
+
+    def may_send(self, now: float) -> bool:
+        if self.issued < self.max_requests and now < self.deadline:
+            self.issued += 1
+            return True
+        return False
+
+    def finished(self) -> None:
+        self.running -= 1
+        if self.running == 0 and not self.done.done():
+            self.done.set_result(None)
+
+
+class _ClosedLoop(asyncio.Protocol):
+    """One keep-alive connection: send, read the whole response, send the next. asyncio's
+    protocol callbacks, not streams: no coroutine or future per read, so one Python client
+    keeps up with a fast server (as fast as wrk on echo b8 c=32)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.responses = _ResponseBuffer()
+        self.run: _Run | None = None
+        self.sent_at = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def start(self, run: _Run) -> None:
+        self.run = run
+        if run.may_send(time.perf_counter()):
+            self._send()
+        else:
+            self._stop()
+
+    def _send(self) -> None:
+        assert self.transport is not None and self.run is not None
+        self.sent_at = time.perf_counter()
+        self.transport.write(self.run.req)
+
+    def _stop(self) -> None:
+        run, self.run = self.run, None
+        if run is not None:
+            run.finished()
+
+    def data_received(self, data: bytes) -> None:
+        run = self.run
+        if run is None:
+            return
+        try:
+            statuses = self.responses.feed(data)
+        except ValueError as exc:
+            run.error(f"ValueError: {exc}")
+            self._stop()
+            if self.transport is not None:
+                self.transport.close()  # this connection is unusable now
+            return
+        if not statuses:
+            return
+        now = time.perf_counter()
+        for status in statuses:
+            if 200 <= status < 300:
+                run.latencies.append((now - self.sent_at) * 1000.0)
+            else:
+                run.error(f"HTTP {status}")
+        if run.may_send(now):
+            self._send()
+        else:
+            self._stop()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.run is not None:
+            self.run.error(f"ConnectionError: {exc or 'server closed the connection'}")
+            self._stop()
+
+    def timed_out(self, now: float, timeout_s: float) -> bool:
+        if self.run is not None and now - self.sent_at > timeout_s:
+            self.run.error(f"TimeoutError: no response within {timeout_s:.0f} s")
+            self._stop()
+            return True
+        return False
+
+
+async def _drive(conns: list[_ClosedLoop], run: _Run, timeout_s: float) -> None:
+    for c in conns:
+        c.start(run)
+    while not run.done.done():
+        await asyncio.wait([run.done], timeout=1.0)
+        now = time.perf_counter()
+        for c in conns:
+            c.timed_out(now, timeout_s)
+
+
+async def run_load(
     port: int,
     path: str,
     body: bytes = b"x",
@@ -142,90 +240,43 @@ def run_load(
     host: str = "127.0.0.1",
     timeout_s: float = 30.0,
 ) -> LoadResult:
-    """Drive ``POST path`` closed-loop on ``concurrency`` non-blocking connections with one
-    epoll loop (a plain selector costs a fraction of asyncio streams per request, so the client
-    stays ahead of a fast server); a non-2xx status or a broken connection is an error."""
+    """Drive ``POST path`` closed-loop on ``concurrency`` connections; a non-2xx status or a
+    broken connection is an error."""
     if host not in LOOPBACK:
         raise LoadError(f"refusing to load-test {host}: only 127.0.0.1 is allowed")
     req = build_request(host, port, path, body, content_type)
-    conns: list[_Conn] = []  # the ones still running
-    opened: list[_Conn] = []
-    sel = selectors.DefaultSelector()
+    loop = asyncio.get_running_loop()
+    conns: list[_ClosedLoop] = []
     try:
         for _ in range(concurrency):
             try:
-                sock = socket.create_connection((host, port), timeout=timeout_s)
+                _, proto = await loop.create_connection(_ClosedLoop, host, port)
             except OSError as exc:
                 raise LoadError(f"cannot connect to {host}:{port}: {exc}") from None
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            opened.append(_Conn(sock))
-        conns = list(opened)
+            conns.append(proto)
         # Warm every connection so connection setup and first-request costs are not timed.
-        for c in conns:
-            for _ in range(warmup):
-                try:
-                    c.sock.sendall(req)
-                    statuses: list[int] = []
-                    while not statuses:
-                        statuses = c.responses()
-                except (OSError, ValueError) as exc:
-                    raise LoadError(f"warm-up request to {path} failed: {exc!r}") from None
-                if not 200 <= statuses[0] < 300:
-                    raise LoadError(f"warm-up request to {path} answered HTTP {statuses[0]}")
-        latencies: list[float] = []
-        errors, first_error = 0, ""
+        if warmup:
+            warm = [_Run(req, timeout_s, warmup, 1, loop) for _ in conns]  # each connection its own
+            await asyncio.gather(*(_drive([c], w, timeout_s) for c, w in zip(conns, warm, strict=True)))
+            failed = next((w for w in warm if w.errors), None)
+            if failed is not None:
+                raise LoadError(f"warm-up request to {path} failed: {failed.first_error}")
+        run = _Run(req, duration_s, max_requests, concurrency, loop)
         start = time.perf_counter()
-        deadline = start + duration_s
-        for c in conns:
-            c.sock.setblocking(False)
-            sel.register(c.sock, selectors.EVENT_READ, c)
-            c.send(req)
-        issued = len(conns)
-        while conns:
-            events = sel.select(timeout=1.0)
-            now = time.perf_counter()
-            for key, _ in events:
-                c = key.data
-                try:
-                    statuses = c.responses()
-                except (OSError, ValueError) as exc:
-                    errors += 1
-                    first_error = first_error or f"{type(exc).__name__}: {exc}"
-                    statuses = []
-                    sel.unregister(c.sock)
-                    conns.remove(c)  # this connection is unusable now
-                    continue
-                for status in statuses:
-                    if 200 <= status < 300:
-                        latencies.append((now - c.sent_at) * 1000.0)
-                    else:
-                        errors += 1
-                        first_error = first_error or f"HTTP {status}"
-                if statuses:
-                    if issued < max_requests and now < deadline:
-                        issued += 1
-                        c.send(req)
-                    else:
-                        sel.unregister(c.sock)
-                        conns.remove(c)
-            for c in [c for c in conns if now - c.sent_at > timeout_s]:
-                errors += 1
-                first_error = first_error or f"TimeoutError: no response within {timeout_s:.0f} s"
-                sel.unregister(c.sock)
-                conns.remove(c)
+        await _drive(conns, run, timeout_s)
         elapsed = time.perf_counter() - start
-        return LoadResult(len(latencies), errors, elapsed, latencies, first_error)
+        return LoadResult(len(run.latencies), run.errors, elapsed, run.latencies, run.first_error)
     finally:
-        sel.close()
-        for c in opened:
-            c.sock.close()
+        for c in conns:
+            if c.transport is not None:
+                c.transport.close()
 
 
 def run_load_sync(port: int, path: str, body: bytes = b"x",
                   content_type: str = "application/octet-stream", duration_s: float = 5.0,
                   max_requests: int = 1_000_000, warmup: int = 2, host: str = "127.0.0.1",
                   timeout_s: float = 30.0) -> LoadResult:
-    """One connection, blocking socket: at c=1 a selector would only add its own latency."""
+    """One connection, blocking socket: at c=1 an event loop would only add its own latency."""
     if host not in LOOPBACK:
         raise LoadError(f"refusing to load-test {host}: only 127.0.0.1 is allowed")
     req = build_request(host, port, path, body, content_type)
@@ -234,13 +285,16 @@ def run_load_sync(port: int, path: str, body: bytes = b"x",
     except OSError as exc:
         raise LoadError(f"cannot connect to {host}:{port}: {exc}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    conn = _Conn(sock)
+    responses = _ResponseBuffer()
 
     def one() -> int:
         sock.sendall(req)
         statuses: list[int] = []
         while not statuses:
-            statuses = conn.responses()
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            statuses = responses.feed(data)
         return statuses[0]
 
     try:
@@ -276,8 +330,8 @@ def run_load_sync(port: int, path: str, body: bytes = b"x",
 
 
 def load(port: int, path: str, **kwargs: object) -> LoadResult:
-    """Run a closed loop: blocking client at concurrency 1, one epoll loop above."""
+    """Run a closed loop: blocking client at concurrency 1, asyncio above."""
     if kwargs.get("concurrency", 1) == 1:
         kwargs.pop("concurrency", None)
         return run_load_sync(port, path, **kwargs)  # type: ignore[arg-type]
-    return run_load(port, path, **kwargs)  # type: ignore[arg-type]
+    return asyncio.run(run_load(port, path, **kwargs))  # type: ignore[arg-type]

@@ -58,7 +58,7 @@ def test_non_2xx_is_an_error(server_port: int) -> None:
     assert res.requests == 0 and res.errors >= 20 and res.first_error == "HTTP 500"
 
 
-@pytest.mark.parametrize("concurrency", [1, 2])  # blocking client and epoll client
+@pytest.mark.parametrize("concurrency", [1, 2])  # blocking client and asyncio client
 def test_chunked_responses(server_port: int, concurrency: int) -> None:
     res = loadgen.load(server_port, "/chunked", concurrency=concurrency, duration_s=2,
                        max_requests=10)
