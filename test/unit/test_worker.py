@@ -203,13 +203,13 @@ def test_function_handler_and_named_function(tmp_path):
 
 def test_a_handler_without_torch_never_imports_it(tmp_path):
     """Encoding a JSON result must not import torch to rule out a tensor (seconds on a first
-    request, enough to trip a short responseTimeout)."""
+    request, enough to trip a short responseTimeout); what LOAD created is frozen out of GC."""
     model_dir = make_model_dir(tmp_path, "fn_handler.py")
     with WorkerProcess() as worker:
         assert worker.load(load_msg(model_dir, handler="fn_handler.py:modules"))["status"] == 200
         for bid in (1, 2):  # the second answer tells what encoding the first one imported
             worker.send_batch(bid, [req("a", b"x", "text/plain")])
-            assert json.loads(result(worker, bid)[0].body) == {"torch_imported": False}
+            assert json.loads(result(worker, bid)[0].body) == {"torch_imported": False, "gc_frozen": True}
 
 
 def test_load_failure_reports_error_and_exits_nonzero(tmp_path):

@@ -17,9 +17,10 @@ def shout(data, context):
 
 
 def modules(data, context):
-    """Answers a JSON value (not bytes/str) saying whether torch has been imported."""
+    """Answers a JSON value (not bytes/str): has torch been imported, are the load's objects frozen."""
+    import gc
     import sys
 
     if data is None:
         return None
-    return [{"torch_imported": "torch" in sys.modules} for _ in data]
+    return [{"torch_imported": "torch" in sys.modules, "gc_frozen": gc.get_freeze_count() > 0} for _ in data]
