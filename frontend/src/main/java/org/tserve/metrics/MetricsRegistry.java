@@ -199,23 +199,14 @@ public final class MetricsRegistry {
         return mode == MetricsMode.PROMETHEUS || (mode == MetricsMode.LEGACY && LEGACY_NAMES.contains(name));
     }
 
+    /** A metric of a context that is not cached (system metrics, worker loads): resolved per call. */
     private void emitFrontend(String name, double value, Map<String, String> ctx) {
-        MetricFamily fam = tsFamilies.get(name);
-        MetricSpec spec = fam != null ? fam.spec() : config.tsMetrics().get(name);
-        if (spec == null) {
-            return;
-        }
-        List<String> values = new ArrayList<>(spec.dimensions.size());
-        Map<String, String> dims = new LinkedHashMap<>();
-        for (String d : spec.dimensions) {
-            String v = ctx.getOrDefault(d, "");
-            values.add(v);
-            dims.put(d, v);
-        }
-        if (fam != null) {
-            fam.record(values, value);
-        } else if (tsLog != null) {
-            tsLog.write(MetricLogLine.format(name, spec.unit, value, dims, hostname, null, nowSeconds()));
+        Emission e = resolve(name, ctx);
+        if (e.family != null) {
+            e.family.record(e.labelValues, value);
+        } else if (e.head != null) {
+            tsLog.write(MetricValue.append(new StringBuilder(96).append(e.head), value).append(e.dimensions)
+                .append(",timestamp:").append(nowSeconds()).toString());
         }
     }
 

@@ -87,12 +87,49 @@ final class BatchAggregator {
         return SYSTEM.next(queue, batchSize, maxBatchDelayMillis, "delay", firstWaitMillis);
     }
 
+    /** A batch that starts with {@code first}, already taken from the queue (see {@link #next}). */
+    static List<Job> pollAfter(Job first, BlockingDeque<Job> queue, int batchSize, long maxBatchDelayMillis, String policy)
+            throws InterruptedException {
+        return SYSTEM.after(first, queue, batchSize, maxBatchDelayMillis, policy);
+    }
+
+    /**
+     * Whether {@code job}, arriving while its queue is empty and a worker is free, goes as a batch of
+     * one right away (what {@link #next} would decide): always with batch size 1 or {@code eager};
+     * with {@code adaptive} when the recent peak of requests could not fill a batch (the job is then
+     * counted as dispatched); never with {@code delay}.
+     */
+    static boolean sendsAloneNow(BlockingDeque<Job> queue, Job job, int batchSize, String policy) {
+        return SYSTEM.alone(queue, job, batchSize, policy);
+    }
+
+    boolean alone(BlockingDeque<Job> queue, Job job, int batchSize, String policy) {
+        if (job.getKind() == Job.Kind.DESCRIBE || batchSize <= 1 || "eager".equals(policy)) {
+            return true;
+        }
+        if (!"adaptive".equals(policy)) {
+            return false;
+        }
+        Load load = loads.computeIfAbsent(queue, q -> new Load());
+        int inServer = 1 + queue.size() + load.overlapping(job.getCreatedNanos());
+        if (load.observe(inServer, nanoClock.getAsLong()) >= batchSize) {
+            return false;
+        }
+        load.dispatched(List.of(job));
+        return true;
+    }
+
     List<Job> next(BlockingDeque<Job> queue, int batchSize, long maxBatchDelayMillis, String policy,
                    long firstWaitMillis) throws InterruptedException {
         Job first = queue.poll(firstWaitMillis, TimeUnit.MILLISECONDS);
         if (first == null) {
             return List.of();
         }
+        return after(first, queue, batchSize, maxBatchDelayMillis, policy);
+    }
+
+    List<Job> after(Job first, BlockingDeque<Job> queue, int batchSize, long maxBatchDelayMillis, String policy)
+            throws InterruptedException {
         List<Job> batch = new ArrayList<>(Math.min(batchSize, 64));
         batch.add(first);
         if (first.getKind() == Job.Kind.DESCRIBE || batchSize <= 1) {

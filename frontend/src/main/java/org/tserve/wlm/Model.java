@@ -63,7 +63,10 @@ final class Model {
         return out;
     }
 
-    /** Queues a job; 404 once unregistered, 503 with no worker or a full queue. */
+    /**
+     * Queues a job (or writes it to an idle worker at once, {@link WorkerThread#dispatchNow});
+     * 404 once unregistered, 503 with no worker or a full queue.
+     */
     void enqueue(Job job, String noWorkerKind) throws WlmException {
         lock.readLock().lock();
         try {
@@ -73,6 +76,13 @@ final class Model {
             if (activeWorkers().isEmpty()) {
                 throw new WlmException(503, "Model \"" + name + "\" has no worker to serve " + noWorkerKind
                         + " request. Please use scale workers API to add workers.");
+            }
+            if (queue.isEmpty() && job.getKind() == Job.Kind.INFERENCE) {
+                for (WorkerThread w : workers) {   // an idle worker takes it from this thread: no hand-off
+                    if (w.dispatchNow(job)) {
+                        return;
+                    }
+                }
             }
             if (!queue.offer(job)) {
                 throw new WlmException(503, "Model \"" + name + "\" version " + version + " has a full job queue ("

@@ -578,7 +578,7 @@ public final class ModelManager {
         m.enqueue(job, job.getKind() == Job.Kind.DESCRIBE ? "describe" : "inference");
     }
 
-    private Model find(String name, String version) throws WlmException {
+    Model find(String name, String version) throws WlmException {
         synchronized (registry) {
             Versions v = models.get(name);
             if (v == null) {

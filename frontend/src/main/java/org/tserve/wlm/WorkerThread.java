@@ -57,13 +57,25 @@ final class WorkerThread {
     private volatile long startTime = System.currentTimeMillis();
     private volatile WorkerProcess process;
     private volatile Connection conn;
+    /** The connection while {@link #writeLoop} serves it: {@link #dispatchNow} may write to it then. */
+    private volatile Connection serving;
+    /** How often {@link #sweepTimeouts} looks for batches past their responseTimeout. */
+    static final long SWEEP_MILLIS = 100;
+    private volatile ScheduledFuture<?> sweeper;
+    /** Jobs written by the thread that submitted them (dispatchNow), for tests. */
+    private final AtomicLong directDispatches = new AtomicLong();
+    /** Bigger batches go through the writer thread: the event loop must not wait on a full socket. */
+    static final int DIRECT_MAX_BYTES = 64 * 1024;
 
     /** A batch written to the backend and not yet answered. */
     private static final class Batch {
         final long id;
         final List<Job> jobs;
         final Map<String, Job> byId = new HashMap<>();
-        volatile ScheduledFuture<?> timeout;
+        /** The connection it was written to, and when its responseTimeout runs out ({@link #sweepTimeouts}). */
+        volatile Connection conn;
+        volatile long deadlineNanos;
+        volatile int timeoutSec;
         /** Time this thread spent encoding and writing the batch (WorkerThreadTime metric). */
         volatile long frontendNanos;
 
@@ -85,6 +97,7 @@ final class WorkerThread {
         final Object writeLock = new Object();
         final List<CompletableFuture<Frame>> loadReplies = new ArrayList<>();
         final Semaphore permits;
+        final int permitCount;
         volatile String deadReason;
         /** The rank whose connection closed first (-1: the frontend ended the connection). */
         volatile int deadRank = -1;
@@ -94,6 +107,7 @@ final class WorkerThread {
         Connection(SocketChannel[] channels, int inFlightLimit) {
             this.channels = channels;
             this.permits = new Semaphore(inFlightLimit);
+            this.permitCount = inFlightLimit;
             for (int i = 0; i < channels.length; i++) {
                 loadReplies.add(new CompletableFuture<>());
             }
@@ -230,7 +244,25 @@ final class WorkerThread {
     void start() {
         Thread t = new Thread(this::run, name);
         t.setDaemon(true);
+        sweeper = manager.scheduler().scheduleWithFixedDelay(this::sweepTimeouts, SWEEP_MILLIS, SWEEP_MILLIS,
+                TimeUnit.MILLISECONDS);
         t.start();
+    }
+
+    /**
+     * Answers 504 for batches past their responseTimeout. One periodic check per worker instead
+     * of a timer task per batch: scheduling one woke the timer thread on every request.
+     */
+    private void sweepTimeouts() {
+        if (inFlight.isEmpty()) {
+            return;
+        }
+        long now = System.nanoTime();
+        for (Batch b : inFlight.values()) {
+            if (now - b.deadlineNanos >= 0) {
+                onTimeout(b.conn, b, b.timeoutSec);
+            }
+        }
     }
 
     String getId() {
@@ -243,6 +275,10 @@ final class WorkerThread {
 
     WorkerState getState() {
         return state;
+    }
+
+    long directDispatches() {
+        return directDispatches.get();
     }
 
     boolean isStopping() {
@@ -381,6 +417,10 @@ final class WorkerThread {
             if (!firstLoad.isDone()) {
                 firstLoad.completeExceptionally(new WlmException(500, "worker stopped before loading the model"));
             }
+            ScheduledFuture<?> sw = sweeper;
+            if (sw != null) {
+                sw.cancel(false);
+            }
             manager.workerStopped(model, this);   // devices and ports are free once stopped() completes
             stopped.complete(null);
         }
@@ -479,9 +519,6 @@ final class WorkerThread {
         for (Long id : new ArrayList<>(inFlight.keySet())) {
             Batch b = inFlight.remove(id);
             if (b != null) {
-                if (b.timeout != null) {
-                    b.timeout.cancel(false);
-                }
                 for (Job j : b.jobs) {
                     j.fail(500, msg);
                 }
@@ -612,41 +649,94 @@ final class WorkerThread {
     }
 
     private void writeLoop(Connection c) throws InterruptedException {
-        while (!stopping && c.alive()) {
-            if (!c.permits.tryAcquire(200, TimeUnit.MILLISECONDS)) {
-                continue;
-            }
-            ModelSettings s = model.getSettings();
-            List<Job> jobs = BatchAggregator.poll(model.queue, s.batchSize, s.maxBatchDelay,
-                    s.dispatchPolicy, 200);
-            if (jobs.isEmpty()) {
+        serving = c;
+        try {
+            while (!stopping && c.alive()) {
+                if (!c.permits.tryAcquire(200, TimeUnit.MILLISECONDS)) {
+                    continue;   // every batch this worker can take is in flight
+                }
+                // Wait for work without holding the permit: a job that finds this worker idle is
+                // then written by the thread that received it (dispatchNow), without waking this one.
                 c.permits.release();
-                continue;
+                Job first = model.queue.poll(200, TimeUnit.MILLISECONDS);
+                if (first == null) {
+                    continue;
+                }
+                if (!c.permits.tryAcquire()) {   // dispatchNow took the permit meanwhile
+                    requeue(List.of(first));
+                    continue;
+                }
+                ModelSettings s = model.getSettings();
+                List<Job> jobs = BatchAggregator.pollAfter(first, model.queue, s.batchSize, s.maxBatchDelay,
+                        s.dispatchPolicy);
+                if (stopping || !c.alive()) {
+                    requeue(jobs);
+                    c.permits.release();
+                    break;
+                }
+                List<Request> reqs = new ArrayList<>(jobs.size());
+                for (Job j : jobs) {
+                    reqs.add(j.toRequest());
+                }
+                dispatch(c, jobs, Codec.encodeBatch(reqs), s);
             }
-            if (stopping || !c.alive()) {
-                requeue(jobs);
-                c.permits.release();
-                break;
-            }
-            long id = nextBatchId();
-            Batch b = new Batch(id, jobs);
-            List<Request> reqs = new ArrayList<>(jobs.size());
-            for (Job j : jobs) {
-                j.markDispatched();
-                reqs.add(j.toRequest());
-            }
-            inFlight.put(id, b);
-            int timeoutSec = s.responseTimeout;
-            b.timeout = manager.scheduler().schedule(() -> onTimeout(c, b, timeoutSec), timeoutSec, TimeUnit.SECONDS);
-            try {
-                long t0 = System.nanoTime();
-                c.write(FrameType.INFERENCE, id, Codec.encodeBatch(reqs),
-                        model.dist.usesTorchrun() && model.dist.broadcastsInference());
-                b.frontendNanos = System.nanoTime() - t0;
-            } catch (IOException e) {
-                c.die("write to worker failed: " + e.getMessage());
-            }
+        } finally {
+            serving = null;
         }
+    }
+
+    /**
+     * Writes {@code job} to this worker from the calling thread (the event loop that received it)
+     * when the worker is idle and the job would go alone anyway, saving the hand-off to the writer
+     * thread. Only for a plain (one-rank) worker with nothing in flight and a small batch, so the
+     * write cannot block on a full socket. Returns false, having changed nothing, otherwise: the
+     * caller queues the job.
+     */
+    boolean dispatchNow(Job job) {
+        Connection c = serving;
+        if (c == null || stopping || !c.alive() || c.channels.length != 1 || !inFlight.isEmpty()
+                || job.getKind() != Job.Kind.INFERENCE || !c.permits.tryAcquire()) {
+            return false;
+        }
+        ModelSettings s = model.getSettings();
+        byte[] body = null;
+        if (serving == c && !stopping && inFlight.isEmpty() && model.queue.isEmpty()) {
+            body = Codec.encodeBatch(List.of(job.toRequest()));
+        }
+        if (body == null || body.length > DIRECT_MAX_BYTES
+                || !BatchAggregator.sendsAloneNow(model.queue, job, s.batchSize, s.dispatchPolicy)) {
+            c.permits.release();
+            return false;
+        }
+        Batch b = dispatch(c, List.of(job), body, s);
+        directDispatches.incrementAndGet();
+        // The connection may have died before the batch was registered, after the cleanup failed
+        // what was in flight: then nobody else answers it.
+        if (!c.alive() && inFlight.remove(b.id, b)) {
+            job.fail(500, "Worker died. (worker " + port + " of model " + model.name + ": " + c.deadReason + ")");
+        }
+        return true;
+    }
+
+    /** Registers the batch as in flight (with its response timeout) and writes it; holds a permit. */
+    private Batch dispatch(Connection c, List<Job> jobs, byte[] body, ModelSettings s) {
+        long id = nextBatchId();
+        Batch b = new Batch(id, jobs);
+        for (Job j : jobs) {
+            j.markDispatched();
+        }
+        b.conn = c;
+        b.timeoutSec = s.responseTimeout;
+        b.deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(s.responseTimeout);
+        inFlight.put(id, b);   // after the fields above: the sweeper reads them
+        try {
+            long t0 = System.nanoTime();
+            c.write(FrameType.INFERENCE, id, body, model.dist.usesTorchrun() && model.dist.broadcastsInference());
+            b.frontendNanos = System.nanoTime() - t0;
+        } catch (IOException e) {
+            c.die("write to worker failed: " + e.getMessage());
+        }
+        return b;
     }
 
     private long nextBatchId() {
@@ -675,8 +765,8 @@ final class WorkerThread {
             for (Job j : b.jobs) {
                 j.fail(504, msg);
             }
-            c.permits.release();
             c.die("response timeout after " + timeoutSec + " s");
+            c.permits.release();   // after die: a request answered by the 504 must not go to this connection
             WorkerProcess p = process;
             if (p != null) {
                 p.kill();
@@ -686,8 +776,14 @@ final class WorkerThread {
 
     private void drainAndStop(Connection c, ModelSettings s) throws InterruptedException {
         long deadline = System.currentTimeMillis() + s.responseTimeout * 1000L;
-        while (!inFlight.isEmpty() && c.alive() && System.currentTimeMillis() < deadline) {
-            Thread.sleep(20);
+        // Every permit back means nothing in flight and no dispatchNow under way that could write after STOP.
+        boolean all = false;
+        while (c.alive() && System.currentTimeMillis() < deadline
+                && !(all = c.permits.tryAcquire(c.permitCount, 20, TimeUnit.MILLISECONDS))) {
+            // waiting for the last answers
+        }
+        if (all) {
+            c.permits.release(c.permitCount);
         }
         try {
             c.write(FrameType.STOP, 0, new byte[0], true);
@@ -753,9 +849,6 @@ final class WorkerThread {
             LOG.warning(name + ": RESULT for unknown batch " + f.batchId + " ignored");
             return;
         }
-        if (b.timeout != null) {
-            b.timeout.cancel(false);
-        }
         try {
             List<Response> rs = Codec.decodeResponses(f.body);
             long now = System.nanoTime();
@@ -805,9 +898,6 @@ final class WorkerThread {
         }
         Batch b = inFlight.remove(f.batchId);
         if (b != null) {
-            if (b.timeout != null) {
-                b.timeout.cancel(false);
-            }
             for (Job j : b.jobs) {
                 j.fail(status, message);
             }
@@ -841,9 +931,6 @@ final class WorkerThread {
             for (Long id : new ArrayList<>(inFlight.keySet())) {
                 Batch b = inFlight.remove(id);
                 if (b != null) {
-                    if (b.timeout != null) {
-                        b.timeout.cancel(false);
-                    }
                     for (Job j : b.jobs) {
                         j.fail(500, msg);
                     }

@@ -1,6 +1,7 @@
 package org.tserve.wlm;
 
 import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertSame;
 import static org.junit.Assert.assertTrue;
 import static org.junit.Assert.fail;
@@ -192,6 +193,25 @@ public class DispatchPolicyTest {
         assertEquals(2, batch.size());
         assertSame(late, batch.get(1));
         assertEquals(10 * MS, q.waited());
+    }
+
+    @Test
+    public void aJobFindingAnIdleWorkerGoesAloneExactlyWhenTheBatchPolicyWouldSendIt() throws Exception {
+        FakeTimeQueue q = new FakeTimeQueue();
+        BatchAggregator agg = new BatchAggregator(() -> q.now);
+        assertTrue(agg.alone(q, job(), 1, "delay"));        // batch size 1: nothing to wait for
+        assertTrue(agg.alone(q, job(), 8, "eager"));
+        assertFalse(agg.alone(q, job(), 8, "delay"));       // delay holds it for maxBatchDelay: the writer thread does
+        assertTrue(agg.alone(q, job(), 8, "adaptive"));     // a lone request never waits
+        List<Job> burst = fill(q, 10);                      // a burst fills batches: from now on adaptive waits
+        assertEquals(burst.subList(0, 8), agg.next(q, 8, 5, "adaptive", 200));
+        q.clear();
+        assertFalse(agg.alone(q, job(), 8, "adaptive"));
+        q.now += 3 * BatchAggregator.PEAK_WINDOW_NANOS;     // the peak is forgotten
+        for (Job j : burst) {
+            j.fail(500, "answered");
+        }
+        assertTrue(agg.alone(q, job(), 8, "adaptive"));
     }
 
     @Test

@@ -129,6 +129,31 @@ public class WorkerThreadTest {
     }
 
     @Test
+    public void aJobThatFindsTheWorkerIdleIsWrittenByTheSubmittingThread() throws Exception {
+        start("stream", "batchSize: 1\nmaxBatchDelay: 100\n");
+        WorkerThread w = models.find("fake", null).workers.get(0);
+        // A job submitted in the instant between an answer and its permit's release goes through
+        // the queue; sequential jobs soon find the worker idle.
+        for (int i = 0; i < 200 && w.directDispatches() == 0; i++) {
+            Collected c = new Collected();
+            models.submit(job("n" + i, c));
+            assertEquals("c", new String(c.result.get(60, TimeUnit.SECONDS).body(), StandardCharsets.UTF_8));
+        }
+        assertTrue(w.directDispatches() > 0);
+        // and the job queue path still works next to it: a burst is answered in full
+        List<Collected> burst = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            Collected c = new Collected();
+            burst.add(c);
+            models.submit(job("b" + i, c));
+        }
+        for (Collected c : burst) {
+            assertEquals("c", new String(c.result.get(60, TimeUnit.SECONDS).body(), StandardCharsets.UTF_8));
+            assertEquals(List.of("a", "b"), c.chunks);
+        }
+    }
+
+    @Test
     public void aDyingWorkerFailsItsJobWithItsExitStatus() throws Exception {
         start("die", "batchSize: 1\n");
         Collected c = new Collected();
