@@ -1,0 +1,125 @@
+package org.tserve.wlm;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
+import org.tserve.config.ModelSettings;
+import org.tserve.wlm.protocol.Codec;
+import org.tserve.wlm.protocol.FrameType;
+import org.tserve.wlm.protocol.Request;
+
+/**
+ * Sends one worker's batches: the writer loop takes jobs from the model's queue, forms a batch
+ * ({@link BatchAggregator}) and writes it, holding one of the link's permits per batch in flight;
+ * {@link #dispatchNow} lets the thread that received a job write it to an idle worker itself.
+ */
+final class BatchWriter {
+    /** Bigger batches go through the writer thread: the event loop must not wait on a full socket. */
+    static final int DIRECT_MAX_BYTES = 64 * 1024;
+    private final Model model;
+    private final int port;
+    private final InFlightTable inFlight;
+    private final BooleanSupplier stopping;
+    /** The link while {@link #serve} runs on it: {@link #dispatchNow} may write to it then. */
+    private volatile BackendLink serving;
+    /** Jobs written by the thread that submitted them (dispatchNow), for tests. */
+    private final AtomicLong directDispatches = new AtomicLong();
+
+    BatchWriter(Model model, int port, InFlightTable inFlight, BooleanSupplier stopping) {
+        this.model = model;
+        this.port = port;
+        this.inFlight = inFlight;
+        this.stopping = stopping;
+    }
+
+    long directDispatches() {
+        return directDispatches.get();
+    }
+
+    /** The writer loop: runs until the worker stops or the link dies. */
+    void serve(BackendLink c) throws InterruptedException {
+        serving = c;
+        try {
+            while (!stopping.getAsBoolean() && c.alive()) {
+                if (!c.permits.tryAcquire(200, TimeUnit.MILLISECONDS)) {
+                    continue;   // every batch this worker can take is in flight
+                }
+                // Wait for work without holding the permit: a job that finds this worker idle is
+                // then written by the thread that received it (dispatchNow), without waking this one.
+                c.permits.release();
+                Job first = model.queue.poll(200, TimeUnit.MILLISECONDS);
+                if (first == null) {
+                    continue;
+                }
+                if (!c.permits.tryAcquire()) {   // dispatchNow took the permit meanwhile
+                    InFlightTable.requeue(List.of(first), model.queue, model.name);
+                    continue;
+                }
+                ModelSettings s = model.getSettings();
+                List<Job> jobs = BatchAggregator.pollAfter(first, model.queue, s.batchSize, s.maxBatchDelay,
+                        s.dispatchPolicy);
+                if (stopping.getAsBoolean() || !c.alive()) {
+                    InFlightTable.requeue(jobs, model.queue, model.name);
+                    c.permits.release();
+                    break;
+                }
+                List<Request> reqs = new ArrayList<>(jobs.size());
+                for (Job j : jobs) {
+                    reqs.add(j.toRequest());
+                }
+                dispatch(c, jobs, Codec.encodeBatch(reqs), s);
+            }
+        } finally {
+            serving = null;
+        }
+    }
+
+    /**
+     * Writes {@code job} to this worker from the calling thread (the event loop that received it)
+     * when the worker is idle and the job would go alone anyway, saving the hand-off to the writer
+     * thread. Only for a plain (one-rank) worker with nothing in flight and a small batch, so the
+     * write cannot block on a full socket. Returns false, having changed nothing, otherwise: the
+     * caller queues the job.
+     */
+    boolean dispatchNow(Job job) {
+        BackendLink c = serving;
+        if (c == null || stopping.getAsBoolean() || !c.alive() || c.rankCount() != 1 || !inFlight.isEmpty()
+                || job.getKind() != Job.Kind.INFERENCE || !c.permits.tryAcquire()) {
+            return false;
+        }
+        ModelSettings s = model.getSettings();
+        byte[] body = null;
+        if (serving == c && !stopping.getAsBoolean() && inFlight.isEmpty() && model.queue.isEmpty()) {
+            body = Codec.encodeBatch(List.of(job.toRequest()));
+        }
+        if (body == null || body.length > DIRECT_MAX_BYTES
+                || !BatchAggregator.sendsAloneNow(model.queue, job, s.batchSize, s.dispatchPolicy)) {
+            c.permits.release();
+            return false;
+        }
+        InFlightBatch b = dispatch(c, List.of(job), body, s);
+        directDispatches.incrementAndGet();
+        // The link may have died before the batch was registered, after the cleanup failed what
+        // was in flight: then nobody else answers it.
+        if (!c.alive() && inFlight.remove(b)) {
+            job.fail(500, "Worker died. (worker " + port + " of model " + model.name + ": " + c.deadReason() + ")");
+        }
+        return true;
+    }
+
+    /** Registers the batch as in flight (with its response timeout) and writes it; holds a permit. */
+    private InFlightBatch dispatch(BackendLink c, List<Job> jobs, byte[] body, ModelSettings s) {
+        InFlightBatch b = inFlight.add(jobs, c, s.responseTimeout);
+        try {
+            long t0 = System.nanoTime();
+            c.write(FrameType.INFERENCE, b.id, body, model.dist.usesTorchrun() && model.dist.broadcastsInference());
+            b.frontendNanos = System.nanoTime() - t0;
+        } catch (IOException e) {
+            c.die("write to worker failed: " + e.getMessage());
+        }
+        return b;
+    }
+}

@@ -1,0 +1,30 @@
+package org.tserve.wlm;
+
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/** A batch written to a backend and not yet answered: its jobs, the link it went out on, its deadline. */
+final class InFlightBatch {
+    final long id;
+    final List<Job> jobs;
+    final Map<String, Job> byId;
+    /** The link it was written to: a timeout kills that link, not a later one. */
+    final BackendLink link;
+    final long deadlineNanos;
+    final int timeoutSec;
+    /** Time the frontend spent encoding and writing it (WorkerThreadTime metric). */
+    volatile long frontendNanos;
+
+    InFlightBatch(long id, List<Job> jobs, BackendLink link, long deadlineNanos, int timeoutSec) {
+        this.id = id;
+        this.jobs = jobs;
+        this.link = link;
+        this.deadlineNanos = deadlineNanos;
+        this.timeoutSec = timeoutSec;
+        this.byId = new HashMap<>(jobs.size() * 2);
+        for (Job j : jobs) {
+            byId.put(j.getId(), j);
+        }
+    }
+}
