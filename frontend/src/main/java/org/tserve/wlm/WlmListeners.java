@@ -1,0 +1,45 @@
+package org.tserve.wlm;
+
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
+import java.util.logging.Logger;
+
+/** Tells every registered {@link WlmListener} what the workers did. */
+final class WlmListeners {
+    // logs as ModelManager did before the split: same log lines, same --log-config level
+    private static final Logger LOG = Logger.getLogger(ModelManager.class.getName());
+
+    private final List<WlmListener> listeners = new CopyOnWriteArrayList<>();
+
+    void add(WlmListener l) {
+        listeners.add(l);
+    }
+
+    void jobDone(Model m, int status, long queueNanos, long backendNanos) {
+        each(l -> l.onJobDone(m.name, m.version, status, queueNanos, backendNanos));
+    }
+
+    void workerThreadTime(Model m, String workerName, long nanos) {
+        each(l -> l.onWorkerThreadTime(m.name, m.version, workerName, nanos));
+    }
+
+    void workerLoaded(Model m, String workerName, long millis) {
+        each(l -> l.onWorkerLoaded(m.name, m.version, workerName, millis));
+    }
+
+    void handlerMetrics(Model m, String workerId, String json) {
+        each(l -> l.onHandlerMetrics(m.name, m.version, workerId, json));
+    }
+
+    /** A failing listener is logged and skipped: it must not break the worker thread calling it. */
+    private void each(Consumer<WlmListener> call) {
+        for (WlmListener l : listeners) {
+            try {
+                call.accept(l);
+            } catch (RuntimeException e) {
+                LOG.warning("listener failed: " + e);
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+package org.tserve.wlm;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import org.tserve.archive.ModelArchive;
+import org.tserve.config.Arguments;
+import org.tserve.config.ConfigManager;
+import org.tserve.config.ModelSettings;
+
+/** Configurations, archives and model versions for tests that start no worker process. */
+final class TestModels {
+    private TestModels() {
+    }
+
+    /** A server configuration from {@code properties} (config.properties lines), written under {@code dir}. */
+    static ConfigManager config(Path dir, String properties) throws Exception {
+        Path props = dir.resolve("config.properties");
+        Files.write(props, ("model_store=" + dir + "\n" + properties).getBytes(StandardCharsets.UTF_8));
+        return new ConfigManager(Arguments.parse(new String[] {"-f", props.toString()}), new HashMap<>());
+    }
+
+    /** A manager whose workers are never started: only their callbacks and scheduler are used. */
+    static ModelManager manager(Path dir, ConfigManager cfg) {
+        WorkerEnvironment env = new WorkerEnvironment("/bin/false", dir, dir.toString(), null, true, false, "", true, "");
+        return new ModelManager(cfg, env, dir);
+    }
+
+    /** An archive directory {@code dir/<folder>} with {@code manifest} as MAR-INF/MANIFEST.json, opened as {@code url}. */
+    static ModelArchive archive(Path dir, String folder, String manifest, String url) throws Exception {
+        Path model = dir.resolve(folder);
+        Files.createDirectories(model.resolve("MAR-INF"));
+        Files.write(model.resolve("MAR-INF/MANIFEST.json"), manifest.getBytes(StandardCharsets.UTF_8));
+        return ModelArchive.open(model, dir, url, null);
+    }
+
+    /** A version without archive (enough for the registry and the scaler). */
+    static Model model(String name, String version, ModelSettings s) {
+        return model(name, version, s, null);
+    }
+
+    static Model model(String name, String version, ModelSettings s, ModelArchive archive) {
+        return new Model(name, version, "h.py", "python", archive, s, false);
+    }
+
+    static Model model(String name, String version) {
+        return model(name, version, new ModelSettings());
+    }
+}
