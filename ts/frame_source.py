@@ -56,6 +56,21 @@ class FrameSource:
         finally:
             self._read_lock.release()
 
+    def poll(self) -> Frame | None:
+        """The next frame if one has arrived, else None at once (continuous batching reads
+        between two steps); raises what reading it raised, as next() does."""
+        with self._read_lock:
+            if self._pending:
+                item = self._pending.popleft()
+                if isinstance(item, BaseException):
+                    raise item
+                return item
+            if not self._reader.buffered():
+                ready, _, _ = select.select([self._conn], [], [], 0)
+                if not ready:
+                    return None
+            return self._reader.read()
+
     @contextmanager
     def busy(self) -> Iterator[None]:
         """Marks the main thread as handling a frame (the watcher steps in if it takes long)."""

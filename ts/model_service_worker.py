@@ -167,13 +167,15 @@ class Worker:
     def send_json(self, ftype: FrameType, batch_id: int, obj: Any) -> None:
         self.send(codec.encode_json_frame(ftype, batch_id, obj))
 
-    def _next_frame(self) -> Frame | None:
-        """The next LOAD / INFERENCE / STOP frame; PING and bad frames are answered on the way.
-
-        None when the connection ended (cleanly, or with the reason logged)."""
+    def _next_frame(self, wait: bool = True) -> Frame | None | bool:
+        """The next LOAD / INFERENCE / CANCEL / STOP frame; PING and bad frames are answered on
+        the way. None when the connection ended (cleanly, or with the reason logged); False when
+        ``wait`` is off and no frame has arrived."""
         while True:
             try:
-                frame = self.source.next()
+                frame = self.source.next() if wait else self.source.poll()
+                if frame is None:
+                    return False
             except codec.UnknownFrameType as exc:
                 logger.warning("ignoring %s (batch %d)", exc, exc.batch_id)
                 self.send_json(FrameType.ERROR, exc.batch_id,
@@ -193,7 +195,7 @@ class Worker:
                 return None
             if frame.type is FrameType.PING:
                 self._answer_ping(frame)
-            elif frame.type in (FrameType.LOAD, FrameType.INFERENCE, FrameType.STOP):
+            elif frame.type in (FrameType.LOAD, FrameType.INFERENCE, FrameType.CANCEL, FrameType.STOP):
                 return frame
             else:
                 self.send_json(FrameType.ERROR, frame.batch_id, {
@@ -218,7 +220,11 @@ class Worker:
     def serve(self) -> int:
         try:
             while True:
-                frame = self._next_frame()
+                frame = self._next_frame(wait=not self._stepping())
+                if frame is False:  # nothing arrived: the running batch takes a step
+                    with self.source.busy():
+                        self.pipeline.step()
+                    continue
                 received_at = time.monotonic()
                 if frame is None:
                     logger.info("frontend closed the connection; worker exits")
@@ -235,6 +241,8 @@ class Worker:
                     self._received += 1
                     with self.source.busy():
                         self._inference(frame, received_at)
+                elif frame.type is FrameType.CANCEL:
+                    self._cancel(frame)
         except OSError as exc:  # the frontend went away while we were answering
             logger.warning("model %s: connection to the frontend lost (%s); worker exits", self.model_name, exc)
         finally:
@@ -243,6 +251,17 @@ class Worker:
                 self.pipeline.drain()
                 self.pipeline.close()
         return self.exit_code
+
+    def _stepping(self) -> bool:
+        """A continuous-batching handler has sequences running: read frames without waiting."""
+        return self.pipeline is not None and hasattr(self.pipeline, "step") and self.pipeline.has_work()
+
+    def _cancel(self, frame: Frame) -> None:
+        cancel = getattr(self.pipeline, "cancel", None)
+        if cancel is None:  # an ordinary batch runs to its end; its RESULT comes as usual
+            logger.debug("CANCEL for batch %d ignored: the handler takes no cancellations", frame.batch_id)
+            return
+        cancel(frame.batch_id, bytes(frame.body).decode("utf-8", "replace"))
 
     def _load(self, frame: Frame) -> bool:
         from ts.model_loader import LoadError, LoadRequest

@@ -24,6 +24,8 @@ def _meaning_to_body(doc: dict) -> bytes:
         return codec.encode_json_body(doc["json"])
     if ftype in codec.EMPTY_TYPES:
         return base64.b64decode(doc["body_b64"])
+    if ftype in codec.TEXT_TYPES:
+        return doc["text"].encode("utf-8")
     if ftype is FrameType.INFERENCE:
         reqs = [
             Request(r["request_id"], [tuple(h) for h in r["headers"]],
@@ -58,6 +60,8 @@ def test_vector_decodes_to_its_json_and_reencodes_identically(name: str) -> None
         assert codec.decode_json_body(frame.body) == doc["json"]
     elif frame.type in codec.EMPTY_TYPES:
         assert frame.body == b""
+    elif frame.type in codec.TEXT_TYPES:
+        assert bytes(frame.body).decode("utf-8") == doc["text"]
     elif frame.type is FrameType.INFERENCE:
         reqs = codec.decode_batch(frame.body)
         assert [r.request_id for r in reqs] == [r["request_id"] for r in doc["requests"]]

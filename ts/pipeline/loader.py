@@ -39,7 +39,9 @@ def load_pipeline(req: LoadRequest, metrics_config: str | None, ranks: Any,
     answer = ranks.local_rank == 0  # TorchServe: only LOCAL_RANK 0 answers inference
     if req.preprocess_workers < 0:
         raise LoadError(f"preprocessWorkers must be >= 0, got {req.preprocess_workers}", 400)
-    if req.preprocess_workers == 0:
+    if req.extra.get("continuousBatching"):
+        pipeline = _continuous_pipeline(req, context, spec, ranks, send, answer)
+    elif req.preprocess_workers == 0:
         from ts.pipeline.sync import SyncPipeline
 
         pipeline: Any = SyncPipeline(load_service(req, context, spec), send, answer)
@@ -49,3 +51,22 @@ def load_pipeline(req: LoadRequest, metrics_config: str | None, ranks: Any,
         pipeline = PooledPipeline.create(req, context, spec, metrics_config, send, answer)
     pipeline.stats.worker_name = str(req.extra.get("workerName") or "")
     return pipeline
+
+
+def _continuous_pipeline(req: LoadRequest, context: Any, spec: Any, ranks: Any,
+                         send: Callable[[bytes], None], answer: bool) -> Any:
+    from ts.pipeline.continuous import ContinuousPipeline, missing_hooks
+
+    if req.preprocess_workers:
+        raise LoadError("continuousBatching and preprocessWorkers cannot be combined: the handler's "
+                        "steps run the whole request; set preprocessWorkers: 0", 400)
+    if ranks.world_size > 1:
+        raise LoadError("continuousBatching runs in one process for now; remove parallelType/"
+                        "parallelLevel or set continuousBatching: false", 400)
+    service = load_service(req, context, spec)
+    missing = missing_hooks(service.handler)
+    if missing:
+        raise LoadError(f"continuousBatching: true needs a handler class with {', '.join(missing)}() "
+                        f"(see docs/llm.md, e.g. ts.torch_handler.llm_handler.LLMHandler); "
+                        f"handler {req.handler!r} lacks them", 400)
+    return ContinuousPipeline(service, send, answer)

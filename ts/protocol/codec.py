@@ -25,6 +25,7 @@ class FrameType(IntEnum):
     INFERENCE = 0x02
     PING = 0x03
     STOP = 0x04
+    CANCEL = 0x05
     LOADED = 0x11
     RESULT = 0x12
     CHUNK = 0x13
@@ -39,6 +40,7 @@ JSON_TYPES = frozenset(
 )
 EMPTY_TYPES = frozenset({FrameType.PING, FrameType.STOP})
 RESPONSE_TYPES = frozenset({FrameType.RESULT, FrameType.CHUNK})
+TEXT_TYPES = frozenset({FrameType.CANCEL})  # body: UTF-8 text (the request id)
 
 
 class ProtocolError(ValueError):

@@ -23,8 +23,10 @@ public final class ModelSettings {
             "handler", "pippy", "deepspeed", "tp", "accelerate", "pt2", "micro_batching", "mb_parallelism", "dali", "redis"));
     /** TorchServe keys tserve does not implement (warned about, then ignored). */
     private static final Set<String> UNSUPPORTED = new HashSet<>(Arrays.asList(
-            "clientTimeoutInMills", "useJobTicket", "sequenceBatching", "continuousBatching", "sequenceMaxIdleMSec",
-            "sequenceTimeoutMSec", "maxSequenceJobQueueSize", "maxNumSequence", "asyncCommunication", "useVenv"));
+            "clientTimeoutInMills", "useJobTicket", "sequenceBatching", "sequenceMaxIdleMSec",
+            "sequenceTimeoutMSec", "maxSequenceJobQueueSize", "maxNumSequence", "useVenv"));
+    private static final Set<String> BOOLEAN_KEYS = new HashSet<>(Arrays.asList(
+            "postprocessInPool", "continuousBatching", "asyncCommunication"));
     /** Keys of config.properties' models JSON that are not settings. */
     private static final Set<String> MODELS_JSON_ONLY = new HashSet<>(Arrays.asList(
             "defaultVersion", "marName", "runtimeType"));
@@ -46,6 +48,13 @@ public final class ModelSettings {
     public int maxRetryTimeoutInSec = 300;
     /** Batches a worker may have in flight; 0 = derived (1, or {@code preprocessWorkers + 2} with a pool). */
     public int maxBatchesInFlight;
+    /**
+     * Requests join the worker's running generation between steps (the handler's add_request/step,
+     * docs/llm.md): each job goes to the worker alone, as soon as it has a free slot.
+     */
+    public boolean continuousBatching;
+    /** TorchServe's name for sending requests to a busy worker as they arrive; tserve treats it as continuousBatching. */
+    public boolean asyncCommunication;
     /** How a batch that is not full is sent: {@code eager}, {@code adaptive} or {@code delay} (docs/batching.md). */
     public String dispatchPolicy = "adaptive";
 
@@ -70,7 +79,17 @@ public final class ModelSettings {
         if (maxBatchesInFlight > 0) {
             return maxBatchesInFlight;
         }
+        if (joinsRunningBatch()) {
+            // batchSize sequences running, as many waiting in the worker: a finished sequence's
+            // slot is refilled at the next step, without a round trip to the frontend
+            return 2 * batchSize;
+        }
         return preprocessWorkers > 0 ? preprocessWorkers + 2 : 1;
+    }
+
+    /** True when requests go to the worker one by one and join its running batch (continuous batching). */
+    public boolean joinsRunningBatch() {
+        return continuousBatching || asyncCommunication;
     }
 
     /**
@@ -144,11 +163,16 @@ public final class ModelSettings {
                     throw new ConfigException(source + ": 'dispatchPolicy' must be eager, adaptive or delay, got " + v);
                 }
                 dispatchPolicy = d;
-            } else if (k.equals("postprocessInPool")) {
+            } else if (BOOLEAN_KEYS.contains(k)) {
                 if (!(v instanceof Boolean)) {
-                    throw new ConfigException(source + ": 'postprocessInPool' must be true or false, got " + v);
+                    throw new ConfigException(source + ": '" + k + "' must be true or false, got " + v);
                 }
-                postprocessInPool = (Boolean) v;
+                boolean b = (Boolean) v;
+                switch (k) {
+                    case "postprocessInPool": postprocessInPool = b; break;
+                    case "continuousBatching": continuousBatching = b; break;
+                    default: asyncCommunication = b; break;
+                }
             } else if (k.equals("torchrun")) {
                 if (!(v instanceof Map)) {
                     throw new ConfigException(source + ": 'torchrun' must be a mapping, got " + v);
@@ -218,6 +242,8 @@ public final class ModelSettings {
         s.torchrun = new LinkedHashMap<>(torchrun);
         s.preprocessWorkers = preprocessWorkers;
         s.postprocessInPool = postprocessInPool;
+        s.continuousBatching = continuousBatching;
+        s.asyncCommunication = asyncCommunication;
         s.maxRetryTimeoutInSec = maxRetryTimeoutInSec;
         s.maxBatchesInFlight = maxBatchesInFlight;
         s.dispatchPolicy = dispatchPolicy;
@@ -227,8 +253,8 @@ public final class ModelSettings {
     /** Unmodifiable list of the model-config.yaml keys this class understands. */
     public static Set<String> knownKeys() {
         Set<String> s = new HashSet<>(INT_KEYS);
-        s.addAll(Arrays.asList("deviceType", "parallelType", "deviceIds", "postprocessInPool", "torchrun",
-                "dispatchPolicy"));
+        s.addAll(BOOLEAN_KEYS);
+        s.addAll(Arrays.asList("deviceType", "parallelType", "deviceIds", "torchrun", "dispatchPolicy"));
         return Collections.unmodifiableSet(s);
     }
 }

@@ -46,7 +46,7 @@ public final class DescribeJson {
             s.deviceIds.forEach(ids::add);
             o.add("deviceIds", ids);
         }
-        o.addProperty("continuousBatching", false);
+        o.addProperty("continuousBatching", s.joinsRunningBatch());
         o.addProperty("useJobTicket", false);
         o.addProperty("useVenv", false);
         o.addProperty("stateful", false);

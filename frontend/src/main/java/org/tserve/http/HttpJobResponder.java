@@ -2,6 +2,7 @@ package org.tserve.http;
 
 import com.google.gson.JsonObject;
 import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelFutureListener;
 import io.netty.handler.codec.http.DefaultFullHttpResponse;
 import io.netty.handler.codec.http.DefaultHttpContent;
 import io.netty.handler.codec.http.DefaultHttpResponse;
@@ -14,6 +15,7 @@ import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import java.nio.charset.StandardCharsets;
+import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.protocol.Header;
 import org.tserve.wlm.protocol.Response;
@@ -27,9 +29,30 @@ final class HttpJobResponder implements JobResponder {
     private final Exchange ex;
     private boolean streaming;
     private int streamStatus;
+    /** Cancels the job if the client's connection closes first (only for cancellable jobs). */
+    private ChannelFutureListener cancelOnClose;
 
     HttpJobResponder(Exchange ex) {
         this.ex = ex;
+    }
+
+    /**
+     * Cancels {@code job} when the client's connection closes before the answer (continuous
+     * batching: the worker frees its sequence). Call on the channel's event loop, after submit.
+     */
+    void cancelOnClose(Job job) {
+        if (job.isCancellable() && !job.isDone()) {
+            cancelOnClose = f -> job.cancel();
+            ex.ctx.channel().closeFuture().addListener(cancelOnClose);
+        }
+    }
+
+    /** The answer is being written: a later close must not cancel (and the listener must not pile up). */
+    private void answered() {
+        if (cancelOnClose != null) {
+            ex.ctx.channel().closeFuture().removeListener(cancelOnClose);
+            cancelOnClose = null;
+        }
     }
 
     @Override
@@ -54,6 +77,7 @@ final class HttpJobResponder implements JobResponder {
     @Override
     public void onResult(Response r) {
         ex.ctx.executor().execute(() -> {
+            answered();
             if (streaming) {
                 LastHttpContent last = r.status() >= 400
                         ? new DefaultLastHttpContent(Unpooled.copiedBuffer(errorJson(r.status(), errorText(r)), StandardCharsets.UTF_8))
@@ -75,6 +99,7 @@ final class HttpJobResponder implements JobResponder {
     @Override
     public void onError(int status, String message) {
         ex.ctx.executor().execute(() -> {
+            answered();
             if (streaming) {
                 ex.finishChunked(status, new DefaultLastHttpContent(
                         Unpooled.copiedBuffer(errorJson(status, message), StandardCharsets.UTF_8)));

@@ -79,11 +79,13 @@ final class InferenceApi {
         headers.add(new Header("explain", explain ? "True" : "False"));
         List<Part> parts = InputParser.parts(req);
         org.tserve.metrics.MetricsRegistry.get().requestReceived(model, version);   // ts_inference_requests_total
-        Job job = new Job(ex.requestId, model, version, headers, parts, new HttpJobResponder(ex));
+        HttpJobResponder responder = new HttpJobResponder(ex);
+        Job job = new Job(ex.requestId, model, version, headers, parts, responder);
         try {
             models.submit(job);
         } catch (WlmException e) {
             throw new HttpError(e.getStatus(), e.getMessage());
         }
+        responder.cancelOnClose(job);
     }
 }

@@ -101,6 +101,7 @@ final class BackendStarter {
         j.addProperty("parallelLevel", s.parallelLevel);
         j.addProperty("preprocessWorkers", s.preprocessWorkers);
         j.addProperty("postprocessInPool", s.postprocessInPool);
+        j.addProperty("continuousBatching", s.joinsRunningBatch());
         j.addProperty("workerName", name);
         return j.toString().getBytes(StandardCharsets.UTF_8);
     }

@@ -1,6 +1,7 @@
 package org.tserve.wlm;
 
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -51,7 +52,7 @@ final class BatchWriter {
                 // then written by the thread that received it (dispatchNow), without waking this one.
                 c.permits.release();
                 Job first = model.queue.poll(200, TimeUnit.MILLISECONDS);
-                if (first == null) {
+                if (first == null || first.isDone()) {   // done: cancelled by its client while queued
                     continue;
                 }
                 if (!c.permits.tryAcquire()) {   // dispatchNow took the permit meanwhile
@@ -59,8 +60,8 @@ final class BatchWriter {
                     continue;
                 }
                 ModelSettings s = model.getSettings();
-                List<Job> jobs = BatchAggregator.pollAfter(first, model.queue, s.batchSize, s.maxBatchDelay,
-                        s.dispatchPolicy);
+                List<Job> jobs = s.joinsRunningBatch() ? List.of(first)   // it joins the running batch at once
+                        : BatchAggregator.pollAfter(first, model.queue, s.batchSize, s.maxBatchDelay, s.dispatchPolicy);
                 if (stopping.getAsBoolean() || !c.alive()) {
                     InFlightTable.requeue(jobs, model.queue, model.name);
                     c.permits.release();
@@ -110,9 +111,23 @@ final class BatchWriter {
         return true;
     }
 
+    /** Tells the worker to drop a cancelled job's sequence; its RESULT then frees the slot. */
+    private static void cancelInWorker(BackendLink c, long batchId, Job job) {
+        try {
+            c.write(FrameType.CANCEL, batchId, job.getId().getBytes(StandardCharsets.UTF_8), false);
+        } catch (IOException e) {
+            c.die("write to worker failed: " + e.getMessage());
+        }
+    }
+
     /** Registers the batch as in flight (with its response timeout) and writes it; holds a permit. */
     private InFlightBatch dispatch(BackendLink c, List<Job> jobs, byte[] body, ModelSettings s) {
         InFlightBatch b = inFlight.add(jobs, c, s.responseTimeout);
+        if (s.joinsRunningBatch()) {
+            for (Job j : jobs) {
+                j.onCancel(() -> cancelInWorker(c, b.id, j));
+            }
+        }
         try {
             long t0 = System.nanoTime();
             c.write(FrameType.INFERENCE, b.id, body, model.dist.usesTorchrun() && model.dist.broadcastsInference());

@@ -24,6 +24,7 @@ public final class Job {
     private final List<Header> headers;
     private final List<Part> parts;
     private final JobResponder responder;
+    private volatile Runnable canceller;
     private final long createdNanos = System.nanoTime();
     private volatile long dispatchedNanos;
     private volatile long doneNanos;
@@ -126,6 +127,32 @@ public final class Job {
             return true;
         }
         return false;
+    }
+
+    /** What {@link #cancel} does where the job is now (queued: leave the queue; in flight: CANCEL to the worker). */
+    void onCancel(Runnable canceller) {
+        this.canceller = canceller;
+    }
+
+    /** Whether {@link #cancel} frees anything (the model takes cancellations). */
+    public boolean isCancellable() {
+        return canceller != null;
+    }
+
+    /**
+     * The client went away before its answer: answers 499 (nobody reads it) and, for a model that
+     * takes cancellations (continuous batching), frees the job's place — its queue slot, or its
+     * sequence in the worker. Returns false when the job was answered already.
+     */
+    public boolean cancel() {
+        if (!fail(499, "Client closed the request before it was answered")) {
+            return false;
+        }
+        Runnable c = canceller;
+        if (c != null) {
+            c.run();
+        }
+        return true;
     }
 
     /** Fails the job unless it was already answered; returns whether this call answered it. */

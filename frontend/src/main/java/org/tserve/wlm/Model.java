@@ -77,6 +77,9 @@ final class Model {
                 throw new WlmException(503, "Model \"" + name + "\" has no worker to serve " + noWorkerKind
                         + " request. Please use scale workers API to add workers.");
             }
+            if (settings.joinsRunningBatch()) {
+                job.onCancel(() -> queue.remove(job));
+            }
             if (queue.isEmpty() && job.getKind() == Job.Kind.INFERENCE) {
                 for (WorkerThread w : workers) {   // an idle worker takes it from this thread: no hand-off
                     if (w.dispatchNow(job)) {

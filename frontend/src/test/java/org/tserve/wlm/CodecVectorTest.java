@@ -105,6 +105,11 @@ public class CodecVectorTest {
                 }
                 assertArrayEquals(name, bin, Codec.encodeFrame(f.type, f.batchId, Codec.encodeResponses(rebuilt)));
                 binaryChecked++;
+            } else if (meaning.has("text")) {
+                assertEquals(name, meaning.get("text").getAsString(), f.text());
+                assertArrayEquals(name, bin, Codec.encodeFrame(f.type, f.batchId,
+                        meaning.get("text").getAsString().getBytes(StandardCharsets.UTF_8)));
+                binaryChecked++;
             } else if (meaning.has("json")) {
                 JsonElement got = JsonParser.parseString(f.text());
                 assertEquals(name, meaning.get("json"), got);

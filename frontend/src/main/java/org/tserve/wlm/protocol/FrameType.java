@@ -6,6 +6,8 @@ public final class FrameType {
     public static final int INFERENCE = 0x02;
     public static final int PING = 0x03;
     public static final int STOP = 0x04;
+    /** Stop work on one request (its client went away); body: the request id. */
+    public static final int CANCEL = 0x05;
     public static final int LOADED = 0x11;
     public static final int RESULT = 0x12;
     public static final int CHUNK = 0x13;
@@ -23,6 +25,7 @@ public final class FrameType {
             case INFERENCE: return "INFERENCE";
             case PING: return "PING";
             case STOP: return "STOP";
+            case CANCEL: return "CANCEL";
             case LOADED: return "LOADED";
             case RESULT: return "RESULT";
             case CHUNK: return "CHUNK";
