@@ -39,6 +39,7 @@ public final class ModelServer {
     private TokenAuthorization tokens;
     private ModelManager models;
     private HttpServer http;
+    private org.tserve.wlm.WarmStarter warmStart;
     private final List<ServerExtension> extensions = new ArrayList<>();
 
     ModelServer(ConfigManager cfg, Path socketDir) {
@@ -122,6 +123,10 @@ public final class ModelServer {
         }
         banner(home, metricsCfg);
         Files.createDirectories(socketDir);
+        if (cfg.getBool("warm_worker_start")) {   // first: the zygote imports torch while the server starts
+            warmStart = org.tserve.wlm.WarmStarter.start(cfg.getPython(), socketDir, home, cfg.get("warm_start_preload"),
+                    cfg.get("blacklist_env_vars"));
+        }
         tokens = new TokenAuthorization(cfg.isTokenAuthEnabled(), Paths.get(System.getProperty("user.dir"), "key_file.json"),
                 cfg.getDouble("token_expiration_min"));
         tokens.init();
@@ -130,7 +135,7 @@ public final class ModelServer {
         }
         WorkerEnvironment env = new WorkerEnvironment(cfg.getPython(), socketDir, home, metricsCfg,
                 cfg.getBool("decode_input_request"), cfg.get("worker_socket_type").equals("tcp"), cfg.get("blacklist_env_vars"),
-                cfg.getBool("limit_max_image_pixels"), cfg.get("service_envelope"));
+                cfg.getBool("limit_max_image_pixels"), cfg.get("service_envelope"), warmStart);
         models = new ModelManager(cfg, env, Paths.get(System.getProperty("java.io.tmpdir")));
         Runtime.getRuntime().addShutdownHook(new Thread(this::shutdownAndHalt, "shutdown"));
         for (ServerExtension e : ServiceLoader.load(ServerExtension.class)) {
@@ -248,6 +253,9 @@ public final class ModelServer {
         }
         if (http != null) {
             http.shutdown();
+        }
+        if (warmStart != null) {
+            warmStart.stop();
         }
         cleanupQuietly();
         LOG.info("Server stopped.");

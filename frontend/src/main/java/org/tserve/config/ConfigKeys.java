@@ -92,6 +92,8 @@ public final class ConfigKeys {
         // tserve's own keys
         k("worker_socket_type", Type.STRING, "unix");
         k("max_download_size", Type.LONG, "10737418240");
+        k("warm_worker_start", Type.BOOL, "true");
+        k("warm_start_preload", Type.STRING, "torch");
         // TorchServe keys accepted for compatibility but without effect in tserve
         ignored("keystore", Type.STRING, null);
         ignored("keystore_pass", Type.STRING, null);

@@ -126,6 +126,9 @@ final class BackendStarter {
         String message = answer.readable() ? answer.message()
                 : "unreadable " + FrameType.name(f.type) + " answer: " + f.text();
         if (f.type == FrameType.LOADED && status == 200) {
+            if (link.rankCount() == 1) {
+                process.noteWorkerPid(BackendStatus.pidOf(f.text()));
+            }
             long pid = ranks.noteLoaded(rank, f.text());
             if (pid > 0 && model.dist.usesTorchrun()) {
                 process.noteRankEnvironment(ProcessTree.environ(pid));

@@ -5,6 +5,16 @@ import com.google.gson.JsonParser;
 
 /** The status and message of a worker's LOADED or ERROR answer ({@code {"status": .., "message": ..}}). */
 record BackendStatus(int status, String message, boolean readable) {
+    /** The {@code pid} of a LOADED answer, or -1. */
+    static long pidOf(String json) {
+        try {
+            JsonObject r = JsonParser.parseString(json).getAsJsonObject();
+            return r.has("pid") ? r.get("pid").getAsLong() : -1;
+        } catch (RuntimeException e) {
+            return -1;
+        }
+    }
+
     /** Parses {@code json}; an unreadable answer is a 500 whose message is the raw text. */
     static BackendStatus parse(String json) {
         try {

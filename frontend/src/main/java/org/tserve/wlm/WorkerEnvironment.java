@@ -17,10 +17,20 @@ public final class WorkerEnvironment {
     public final String envBlacklist;
     public final boolean limitMaxImagePixels;
     public final String serviceEnvelope;
+    /** The zygote plain workers are forked from, or null (every worker starts cold). */
+    public final WarmStarter warmStart;
 
     public WorkerEnvironment(String python, Path socketDir, String modelServerHome, String metricsConfig,
                              boolean decodeInputRequest, boolean useTcp, String envBlacklist,
                              boolean limitMaxImagePixels, String serviceEnvelope) {
+        this(python, socketDir, modelServerHome, metricsConfig, decodeInputRequest, useTcp, envBlacklist,
+                limitMaxImagePixels, serviceEnvelope, null);
+    }
+
+    public WorkerEnvironment(String python, Path socketDir, String modelServerHome, String metricsConfig,
+                             boolean decodeInputRequest, boolean useTcp, String envBlacklist,
+                             boolean limitMaxImagePixels, String serviceEnvelope, WarmStarter warmStart) {
+        this.warmStart = warmStart;
         this.python = python;
         this.socketDir = socketDir;
         this.modelServerHome = modelServerHome;

@@ -34,6 +34,7 @@ final class WorkerProcess {
     private final String prefix;
     private final Deque<String> stderrTail = new ArrayDeque<>();
     private volatile boolean started;
+    private volatile long workerPid = -1;
     private final List<Thread> pumps = new ArrayList<>();
 
     /** Environment variable naming the worker in every process of a torchrun job. */
@@ -86,6 +87,9 @@ final class WorkerProcess {
             // the nodes of a multi-node job must agree on the run id; their ports may differ
             String runId = dist.nnodes > 1 ? model.name + "_" + model.version : model.name + "_" + port;
             cmd = dist.command(env.python, runId, "127.0.0.1:" + rdzvPort, logDir.toString(), workerArgs);
+        } else if (env.warmStart != null && env.warmStart.isAlive() && !Files.isDirectory(model.getArchive().getDepsDir())) {
+            // forked from the zygote; not with per-model packages, which may shadow what it imported
+            cmd = env.warmStart.command(env.python, workerArgs);
         } else {
             cmd = new ArrayList<>(List.of(env.python, "-m", "ts.model_service_worker"));
             cmd.addAll(workerArgs);
@@ -111,6 +115,7 @@ final class WorkerProcess {
         e.put("PYTHONPATH", String.join(File.pathSeparator, path));
         e.put("TS_DECODE_INPUT_REQUEST", String.valueOf(env.decodeInputRequest));
         e.put("PYTHONUNBUFFERED", "1");
+        e.put("TS_ZYGOTE_FALLBACK_PYTHON", env.python);   // the launcher's cold start, if it has to
         String tag = ProcessHandle.current().pid() + "-" + workerName + "-" + System.nanoTime();
         if (torchrun) {
             e.putAll(dist.environment(devices));
@@ -182,8 +187,15 @@ final class WorkerProcess {
         return started;
     }
 
+    /** The worker's own pid (a warm start's forked process) once its LOADED named it, else the launched one's. */
     long pid() {
-        return process.pid();
+        long w = workerPid;
+        return w > 0 ? w : process.pid();
+    }
+
+    /** The pid the worker reported in LOADED: with a warm start it is not the launched process's. */
+    void noteWorkerPid(long pid) {
+        workerPid = pid;
     }
 
     boolean isAlive() {
@@ -263,7 +275,7 @@ final class WorkerProcess {
     /** Resident memory of the process in bytes (from /proc), 0 if unknown. */
     long memoryUsage() {
         try {
-            for (String l : Files.readAllLines(Path.of("/proc/" + process.pid() + "/status"))) {
+            for (String l : Files.readAllLines(Path.of("/proc/" + pid() + "/status"))) {
                 if (l.startsWith("VmRSS:")) {
                     String[] f = l.trim().split("\\s+");
                     return Long.parseLong(f[1]) * 1024L;

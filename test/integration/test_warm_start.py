@@ -1,0 +1,120 @@
+"""Warm worker starts (docs/performance.md): plain workers are forked from the zygote, see what a
+cold start would see, restart after a crash, and start cold when the zygote is gone or off."""
+
+from __future__ import annotations
+
+import os
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+import pytest
+import requests
+
+import harness
+
+pytestmark = pytest.mark.slow
+
+PROBE = Path(__file__).resolve().parent / "handlers" / "env_probe_handler.py"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("store")
+    harness.build_mar(store, "probe", PROBE)
+    return store
+
+
+def probe(server: harness.Server, model: str = "probe") -> dict:
+    r = server.predict(model, "x")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def zygote_of(server: harness.Server) -> psutil.Process:
+    # the server's own child: forked workers carry the zygote's command line too
+    found = [p for p in psutil.Process(server.pid).children() if "ts.zygote" in " ".join(p.cmdline())]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def worker_pids(server: harness.Server, model: str) -> list[int]:
+    d = requests.get(f"{server.management_url}/models/{model}", timeout=30).json()[0]
+    return [w["pid"] for w in d["workers"]]
+
+
+@pytest.fixture(scope="module")
+def server(store: Path):
+    with harness.Server(store, env={"PROBE_VAR": "from-the-server"}) as s:
+        r = s.register("probe.mar", initial_workers=2, synchronous="true")
+        assert r.status_code == 200, r.text
+        yield s
+
+
+def test_workers_are_forked_from_the_zygote_and_see_a_cold_starts_world(server: harness.Server) -> None:
+    zygote = zygote_of(server)
+    seen: dict[int, dict] = {}
+    with ThreadPoolExecutor(8) as pool:  # concurrent requests reach both workers
+        for _ in range(20):
+            for got in pool.map(lambda _: probe(server), range(8)):
+                seen[got["pid"]] = got
+            if len(seen) == 2:
+                break
+    assert set(seen) == set(worker_pids(server, "probe"))
+    for got in seen.values():
+        assert got["ppid"] == zygote.pid
+        assert got["warm"] == "1"
+        assert got["torchImported"], "the zygote preloaded torch"
+        assert got["probe"] == "from-the-server"
+        assert got["cwd"] == got["modelDir"]
+        assert got["sysPath"][0] == got["modelDir"]
+    a, b = seen.values()
+    assert a["random"] != b["random"], "each worker gets its own random seed"
+
+
+def test_a_killed_worker_is_restarted_from_the_zygote(server: harness.Server) -> None:
+    before = set(worker_pids(server, "probe"))
+    victim = sorted(before)[0]
+    os.kill(victim, signal.SIGKILL)
+
+    def restarted() -> bool:
+        d = requests.get(f"{server.management_url}/models/probe", timeout=30).json()[0]
+        return (all(w["status"] == "READY" for w in d["workers"])
+                and len({w["pid"] for w in d["workers"]} - before) == 1)
+
+    harness.wait_for(restarted, timeout=60, what="the killed worker restarted and READY")
+    new = (set(worker_pids(server, "probe")) - before).pop()
+    assert psutil.Process(new).ppid() == zygote_of(server).pid
+    assert probe(server)["warm"] == "1"
+
+
+def test_workers_start_cold_once_the_zygote_is_gone(store: Path) -> None:
+    with harness.Server(store) as s:
+        zygote_of(s).kill()
+        harness.wait_for(lambda: "workers start cold from now on" in s.logs(), timeout=30, what="the zygote's exit noticed")
+        r = s.register("probe.mar", initial_workers=1, synchronous="true")
+        assert r.status_code == 200, r.text
+        got = probe(s)
+        assert got["warm"] == "" and got["ppid"] == s.pid
+
+
+def test_warm_starts_can_be_turned_off(store: Path) -> None:
+    with harness.Server(store, {"warm_worker_start": "false"}) as s:
+        assert not [p for p in psutil.Process(s.pid).children() if "ts.zygote" in " ".join(p.cmdline())]
+        r = s.register("probe.mar", initial_workers=1, synchronous="true")
+        assert r.status_code == 200, r.text
+        got = probe(s)
+        assert got["warm"] == "" and not got["torchImported"]
+
+
+def test_stopping_the_server_leaves_no_worker_and_no_zygote(store: Path) -> None:
+    s = harness.Server(store).start()
+    try:
+        assert s.register("probe.mar", initial_workers=2, synchronous="true").status_code == 200
+        procs = psutil.Process(s.pid).children(recursive=True)
+        assert len(procs) >= 3
+    finally:
+        s.stop()
+    gone, alive = psutil.wait_procs(procs, timeout=15)
+    assert not alive, [p.cmdline() for p in alive]
