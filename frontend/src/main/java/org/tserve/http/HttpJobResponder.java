@@ -66,7 +66,7 @@ final class HttpJobResponder implements JobResponder {
                 ex.finishChunked(streamStatus, last);
                 return;
             }
-            if (refuseUnsendable(r)) {
+            if (ex.isFinished() || refuseUnsendable(r)) {   // finished: a refused first chunk was answered
                 return;
             }
             if (r.status() >= 400 && (r.body().length == 0 || r.contentType().isEmpty())) {
