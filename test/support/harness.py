@@ -188,6 +188,7 @@ class Server:
         workdir: Path | None = None,
         start_timeout: float = 90.0,
         log_config: Path | None = None,
+        vmargs: list[str] | None = None,
     ) -> None:
         self.model_store = Path(model_store)
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="tserve-test-"))
@@ -206,6 +207,7 @@ class Server:
         self.env = env or {}
         self.start_timeout = start_timeout
         self.log_config = log_config
+        self.vmargs = vmargs  # JVM options instead of the launcher's defaults (e.g. a small -Xmx)
         self.proc: subprocess.Popen | None = None
         self.stdout_path = self.workdir / "stdout.log"
 
@@ -224,7 +226,7 @@ class Server:
         write_config(self.config_path, self.config)
         cmd = model_server.build_java_command(
             model_store=self.model_store, ts_config=self.config_path, models=self.models, tmp_dir=self.tmp_dir,
-            log_config=self.log_config,
+            log_config=self.log_config, vmargs=self.vmargs,
         )
         env = {**os.environ, "LOG_LOCATION": str(self.log_dir), "METRICS_LOCATION": str(self.log_dir), "TMPDIR": str(self.tmp_dir)}
         env.pop("TS_CONFIG_FILE", None)

@@ -136,6 +136,9 @@ public final class ModelServer {
         WorkerEnvironment env = new WorkerEnvironment(cfg.getPython(), socketDir, home, metricsCfg,
                 cfg.getBool("decode_input_request"), cfg.get("worker_socket_type").equals("tcp"), cfg.get("blacklist_env_vars"),
                 cfg.getBool("limit_max_image_pixels"), cfg.get("service_envelope"), warmStart);
+        org.tserve.archive.ExtractionLimits.setCurrent(new org.tserve.archive.ExtractionLimits(
+                cfg.getLong("max_archive_extracted_size"), cfg.getLong("max_archive_entries"),
+                cfg.getLong("max_archive_compression_ratio")));
         models = new ModelManager(cfg, env, Paths.get(System.getProperty("java.io.tmpdir")));
         Runtime.getRuntime().addShutdownHook(new Thread(this::shutdownAndHalt, "shutdown"));
         for (ServerExtension e : ServiceLoader.load(ServerExtension.class)) {

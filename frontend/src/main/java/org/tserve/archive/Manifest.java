@@ -2,7 +2,6 @@ package org.tserve.archive;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
-import com.google.gson.JsonParser;
 
 /** {@code MAR-INF/MANIFEST.json}: the fields the frontend reads. Missing fields are null. */
 public final class Manifest {
@@ -24,7 +23,7 @@ public final class Manifest {
         Manifest m = new Manifest();
         JsonObject root;
         try {
-            JsonElement e = JsonParser.parseString(json);
+            JsonElement e = org.tserve.util.Json.parse(json);
             if (!e.isJsonObject()) {
                 throw new ArchiveException(400, "MAR-INF/MANIFEST.json is not a JSON object");
             }

@@ -93,6 +93,10 @@ public final class ModelArchive {
         } catch (ArchiveException e) {
             deleteTree(tmp);
             throw e;
+        } catch (RuntimeException e) {
+            // a malformed archive must not leave its folder behind or answer 500
+            deleteTree(tmp);
+            throw new ArchiveException(400, "Cannot extract model archive " + source.getFileName() + ": " + e);
         }
     }
 

@@ -39,6 +39,12 @@ public final class ModelLocator {
         this.maxDownloadSize = maxDownloadSize;
     }
 
+    /**
+     * Finds the archive of a register {@code url}. Every form obeys the same rule: the decoded,
+     * normalised location must lie in the model store, or match {@code allowed_urls} (a local
+     * path as {@code file://<path>}); {@code ..} segments are refused before and after decoding,
+     * and every redirect of a download is checked like the URL itself.
+     */
     public Located locate(String url) throws ArchiveException {
         if (url == null || url.trim().isEmpty()) {
             throw new ArchiveException(400, "Parameter url is required.");
@@ -47,34 +53,59 @@ public final class ModelLocator {
             throw new ArchiveException(404, "Relative path is not allowed in url: " + url);
         }
         String lower = url.toLowerCase(java.util.Locale.ROOT);
-        boolean remote = lower.startsWith("http://") || lower.startsWith("https://");
-        boolean fileUrl = lower.startsWith("file://");
-        if (remote || fileUrl) {
-            if (!allowed(url)) {
-                throw new ArchiveException(404, "Given URL " + url + " does not match any allowed URL(s): " + allowedUrls
-                        + " (config key allowed_urls)");
-            }
-            if (fileUrl) {
-                Path p = Paths.get(URI.create(url));
-                if (!Files.exists(p)) {
-                    throw new ArchiveException(404, "Model not found at: " + url);
-                }
-                return new Located(p, null);
-            }
+        if (lower.startsWith("http://") || lower.startsWith("https://")) {
+            requireAllowed(url, url);
             return download(url);
         }
-        Path p = Paths.get(url);
-        if (p.isAbsolute() && Files.exists(p)) {
-            return new Located(p, null);
+        boolean fileUrl = lower.startsWith("file:");
+        Path p;
+        try {
+            if (fileUrl) {
+                p = Paths.get(URI.create(url));
+            } else {
+                p = Paths.get(url);
+                if (!p.isAbsolute()) {
+                    if (modelStore == null) {
+                        throw new ArchiveException(404, "Model not found at: " + url + " (no model store configured)");
+                    }
+                    p = Paths.get(modelStore).resolve(p);
+                }
+            }
+        } catch (IllegalArgumentException | java.nio.file.FileSystemNotFoundException e) {
+            throw new ArchiveException(400, "Invalid url " + url + ": " + e.getMessage()
+                    + " (give a name in the model store, an absolute path, file:///<path> or an http(s) URL)");
         }
-        if (modelStore != null) {
-            Path inStore = Paths.get(modelStore).resolve(url);
-            if (Files.exists(inStore)) {
-                return new Located(inStore, null);
+        for (Path segment : p) {
+            if (segment.toString().equals("..")) {   // decoded from %2e%2e and the like
+                throw new ArchiveException(404, "Relative path is not allowed in url: " + url);
             }
         }
-        throw new ArchiveException(404, "Model not found at: " + url + (modelStore == null ? " (no model store configured)"
-                : " (looked in model store " + modelStore + ")"));
+        Path local = p.toAbsolutePath().normalize();
+        if (!inStore(local) && !allowed("file://" + local)) {
+            throw new ArchiveException(404, "Given URL " + url + " (" + local + ") is outside the model store " + modelStore
+                    + " and does not match any allowed URL(s): " + allowedUrls + " (config key allowed_urls)");
+        }
+        if (!Files.exists(local)) {
+            throw new ArchiveException(404, "Model not found at: " + url + (modelStore == null ? " (no model store configured)"
+                    : fileUrl || Paths.get(url).isAbsolute() ? "" : " (looked in model store " + modelStore + ")"));
+        }
+        return new Located(local, null);
+    }
+
+    /** True when {@code p} (absolute, normalised) is in the model store. */
+    private boolean inStore(Path p) {
+        if (modelStore == null) {
+            return false;
+        }
+        Path store = Paths.get(modelStore).toAbsolutePath().normalize();
+        return p.startsWith(store) && !p.equals(store);
+    }
+
+    private void requireAllowed(String url, String asked) throws ArchiveException {
+        if (!allowed(url)) {
+            throw new ArchiveException(404, "Given URL " + asked + (url.equals(asked) ? "" : " redirects to " + url + ", which")
+                    + " does not match any allowed URL(s): " + allowedUrls + " (config key allowed_urls)");
+        }
     }
 
     private boolean allowed(String url) {
@@ -86,13 +117,63 @@ public final class ModelLocator {
         return false;
     }
 
+    /** Most redirects a download follows, each checked against allowed_urls. */
+    static final int MAX_REDIRECTS = 5;
+
+    /**
+     * Opens {@code url}, following at most {@link #MAX_REDIRECTS} redirects itself so that every
+     * hop is checked against {@code allowed_urls} (HttpURLConnection would follow them unchecked).
+     */
+    private HttpURLConnection open(String url) throws IOException, ArchiveException {
+        String current = url;
+        for (int hop = 0; ; hop++) {
+            HttpURLConnection c = (HttpURLConnection) new URL(current).openConnection();
+            c.setInstanceFollowRedirects(false);
+            c.setConnectTimeout(30000);
+            c.setReadTimeout(60000);
+            int code = c.getResponseCode();
+            if (code != 301 && code != 302 && code != 303 && code != 307 && code != 308) {
+                return c;
+            }
+            String location = c.getHeaderField("Location");
+            c.disconnect();
+            if (location == null || location.isEmpty()) {
+                throw new ArchiveException(400, "Failed to download archive from: " + url + " (HTTP " + code
+                        + " without a Location)");
+            }
+            if (hop >= MAX_REDIRECTS) {
+                throw new ArchiveException(400, "Failed to download archive from: " + url + " (more than " + MAX_REDIRECTS
+                        + " redirects)");
+            }
+            String next;
+            try {
+                next = new URL(new URL(current), location).toString();
+            } catch (java.net.MalformedURLException e) {
+                throw new ArchiveException(400, "Failed to download archive from: " + url + " (bad redirect Location "
+                        + org.tserve.util.LogText.quote(location) + ")");
+            }
+            String lower = next.toLowerCase(java.util.Locale.ROOT);
+            if (!lower.startsWith("http://") && !lower.startsWith("https://")) {
+                throw new ArchiveException(404, "Given URL " + url + " redirects to " + next
+                        + ", which is not an http(s) URL");
+            }
+            requireAllowed(next, url);
+            current = next;
+        }
+    }
+
     private Located download(String url) throws ArchiveException {
         if (modelStore == null) {
             throw new ArchiveException(400, "Cannot download " + url + ": no model store configured (model_store / -s)");
         }
-        String path = URI.create(url).getPath();
+        String path;
+        try {
+            path = URI.create(url).getPath();
+        } catch (IllegalArgumentException e) {
+            throw new ArchiveException(400, "Invalid url " + url + ": " + e.getMessage());
+        }
         String name = path == null ? "" : path.substring(path.lastIndexOf('/') + 1);
-        if (name.isEmpty()) {
+        if (name.isEmpty() || name.equals(".") || name.equals("..") || name.indexOf('\0') >= 0) {
             throw new ArchiveException(400, "Cannot tell the archive's file name from url " + url);
         }
         Path target = Paths.get(modelStore).resolve(name);
@@ -101,9 +182,7 @@ public final class ModelLocator {
         }
         Path part = target.resolveSibling(name + ".part");
         try {
-            HttpURLConnection c = (HttpURLConnection) new URL(url).openConnection();
-            c.setConnectTimeout(30000);
-            c.setReadTimeout(60000);
+            HttpURLConnection c = open(url);
             int code = c.getResponseCode();
             if (code != 200) {
                 throw new ArchiveException(400, "Failed to download archive from: " + url + " (HTTP " + code + ")");

@@ -94,6 +94,10 @@ public final class ConfigKeys {
         k("max_download_size", Type.LONG, "10737418240");
         k("warm_worker_start", Type.BOOL, "true");
         k("warm_start_preload", Type.STRING, "torch");
+        // what extracting one archive may produce (0 = no limit); see docs/reliability.md
+        k("max_archive_extracted_size", Type.LONG, "68719476736");
+        k("max_archive_entries", Type.LONG, "100000");
+        k("max_archive_compression_ratio", Type.LONG, "200");
         // TorchServe keys accepted for compatibility but without effect in tserve
         ignored("keystore", Type.STRING, null);
         ignored("keystore_pass", Type.STRING, null);

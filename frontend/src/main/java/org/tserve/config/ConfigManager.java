@@ -197,6 +197,11 @@ public final class ConfigManager {
                 throw new ConfigException("Configuration key '" + k + "' must not be negative, got " + get(k));
             }
         }
+        for (String k : new String[] {"max_archive_extracted_size", "max_archive_entries", "max_archive_compression_ratio"}) {
+            if (getLong(k) < 0) {
+                throw new ConfigException("Configuration key '" + k + "' must not be negative (0 = no limit), got " + get(k));
+            }
+        }
         String sock = get("worker_socket_type");
         if (!sock.equals("unix") && !sock.equals("tcp")) {
             throw new ConfigException("Configuration key 'worker_socket_type' must be unix or tcp, got " + sock);

@@ -2,7 +2,6 @@ package org.tserve.config;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
-import com.google.gson.JsonParser;
 import com.google.gson.JsonPrimitive;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -15,7 +14,7 @@ final class ModelsJson {
     static Map<String, Map<String, Map<String, Object>>> parse(String json) {
         JsonElement root;
         try {
-            root = JsonParser.parseString(json);
+            root = org.tserve.util.Json.parse(json);
         } catch (RuntimeException e) {
             throw new ConfigException("Configuration key 'models' is not valid JSON: " + e.getMessage());
         }

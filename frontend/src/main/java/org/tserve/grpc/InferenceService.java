@@ -68,7 +68,6 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
             fail(out, call, 400, "Parameter model_name is required: set model_name in PredictionsRequest.");
             return;
         }
-        MetricsRegistry.get().requestReceived(model, request.getModelVersion());
         JobResponder responder = new JobResponder() {
             private int chunks;
 
@@ -101,7 +100,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
             }
         };
         try {
-            models.submit(JobFactory.create(request, call.requestHeaders(), List.of(), responder));
+            org.tserve.metrics.InferenceRequests.submit(models, JobFactory.create(request, call.requestHeaders(), List.of(), responder));
         } catch (WlmException e) {
             fail(out, call, e.getStatus(), e.getMessage());
         }

@@ -242,7 +242,7 @@ final class OipTensors {
 
     /** The handler's KServe v2 JSON answer → ModelInferResponse; a wrong shape throws IllegalArgumentException. */
     static ModelInferResponse fromJson(String json, ModelInferRequest req) {
-        JsonElement root = com.google.gson.JsonParser.parseString(json);
+        JsonElement root = org.tserve.util.Json.parse(json);
         if (root.isJsonArray() && root.getAsJsonArray().size() == 1) {
             root = root.getAsJsonArray().get(0);
         }

@@ -113,7 +113,6 @@ final class OpenInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             fail(safe, 400, e.getMessage());
             return;
         }
-        MetricsRegistry.get().requestReceived(request.getModelName(), request.getModelVersion());
         JobResponder responder = new JobResponder() {
             @Override
             public void onChunk(Response chunk) {
@@ -147,7 +146,7 @@ final class OpenInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
         List<Part> parts = List.of(new Part("body", "application/json", body));
         String v = request.getModelVersion().isEmpty() ? null : request.getModelVersion();
         try {
-            models.submit(new Job(request.getModelName(), v, headers, parts, responder));
+            org.tserve.metrics.InferenceRequests.submit(models, new Job(request.getModelName(), v, headers, parts, responder));
         } catch (WlmException e) {
             fail(safe, e.getStatus(), e.getMessage());
         }

@@ -84,10 +84,9 @@ final class SequenceStream implements StreamObserver<PredictionsRequest> {
                 answerError(seq, 400, "Parameter model_name is required: set model_name in PredictionsRequest.");
                 continue;
             }
-            MetricsRegistry.get().requestReceived(req.getModelName(), req.getModelVersion());
             busy = true;
             try {
-                models.submit(InferenceService.job(req, call, extra, responder(seq)));
+                org.tserve.metrics.InferenceRequests.submit(models, InferenceService.job(req, call, extra, responder(seq)));
                 return;
             } catch (WlmException e) {
                 busy = false;

@@ -3,7 +3,6 @@ package org.tserve.http;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
-import com.google.gson.JsonParser;
 import com.google.gson.JsonPrimitive;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
@@ -94,7 +93,7 @@ public final class DescribeJson {
             String text = new String(customized, StandardCharsets.UTF_8);
             JsonElement meta;
             try {
-                meta = JsonParser.parseString(text);
+                meta = org.tserve.util.Json.parse(text);
             } catch (RuntimeException e) {
                 meta = new JsonPrimitive(text);
             }
@@ -109,7 +108,7 @@ public final class DescribeJson {
             return;
         }
         try {
-            JsonObject p = JsonParser.parseString(pong).getAsJsonObject();
+            JsonObject p = org.tserve.util.Json.parse(pong).getAsJsonObject();
             for (String key : new String[] {"inFlight", "stages", "poolPids"}) {
                 if (p.has(key)) {
                     wo.add(key, p.get(key));

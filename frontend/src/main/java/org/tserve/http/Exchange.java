@@ -95,17 +95,29 @@ final class Exchange {
         HttpUtil.setContentLength(resp, resp.content().readableBytes());
         log(resp.status().code());
         if (keepAlive) {
-            ctx.writeAndFlush(resp);
+            ctx.writeAndFlush(resp).addListener(CLOSE_ON_FAILURE_LOGGED);
         } else {
             ctx.writeAndFlush(resp).addListener(ChannelFutureListener.CLOSE);
         }
     }
 
+    /**
+     * A response that fails on its way out (the encoder refused it) closes the connection, so
+     * that the client is not left waiting for an answer that will never come.
+     */
+    private static final ChannelFutureListener CLOSE_ON_FAILURE_LOGGED = f -> {
+        if (!f.isSuccess() && f.channel().isActive()) {
+            java.util.logging.Logger.getLogger(Exchange.class.getName()).warning("A response could not be written ("
+                    + f.cause() + "); closing the connection of " + f.channel().remoteAddress());
+            f.channel().close();
+        }
+    };
+
     /** Starts a chunked response (streaming); the caller writes contents and the last content. */
     void startChunked(HttpResponse head) {
         commonHeaders(head.headers());
         HttpUtil.setTransferEncodingChunked(head, true);
-        ctx.writeAndFlush(head);
+        ctx.writeAndFlush(head).addListener(CLOSE_ON_FAILURE_LOGGED);
     }
 
     /** Ends a chunked response started with {@link #startChunked}. */
@@ -116,7 +128,7 @@ final class Exchange {
         }
         log(status);
         if (keepAlive) {
-            ctx.writeAndFlush(last);
+            ctx.writeAndFlush(last).addListener(CLOSE_ON_FAILURE_LOGGED);
         } else {
             ctx.writeAndFlush(last).addListener(ChannelFutureListener.CLOSE);
         }

@@ -16,6 +16,7 @@ import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import java.nio.charset.StandardCharsets;
 import org.tserve.wlm.Job;
+import org.tserve.util.LogText;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.protocol.Header;
 import org.tserve.wlm.protocol.Response;
@@ -26,6 +27,7 @@ import org.tserve.wlm.protocol.Response;
  * writes run on the channel's event loop.
  */
 final class HttpJobResponder implements JobResponder {
+    private static final java.util.logging.Logger LOG = java.util.logging.Logger.getLogger(HttpJobResponder.class.getName());
     private final Exchange ex;
     private boolean streaming;
     private int streamStatus;
@@ -61,6 +63,9 @@ final class HttpJobResponder implements JobResponder {
             if (!ex.ctx.channel().isActive() || ex.isFinished()) {
                 return;
             }
+            if (!streaming && refuseUnsendable(chunk)) {
+                return;
+            }
             if (!streaming) {
                 streaming = true;
                 streamStatus = chunk.status() >= 400 ? 200 : chunk.status();
@@ -85,15 +90,89 @@ final class HttpJobResponder implements JobResponder {
                 ex.finishChunked(streamStatus, last);
                 return;
             }
+            if (ex.isFinished() || refuseUnsendable(r)) {   // finished: a refused first chunk was answered
+                return;
+            }
             if (r.status() >= 400 && (r.body().length == 0 || r.contentType().isEmpty())) {
                 ex.sendError(r.status(), "InternalServerException", errorText(r));
                 return;
             }
-            FullHttpResponse resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, status(r.status(), r.message()),
-                    Unpooled.wrappedBuffer(r.body()));
-            copyHeaders(r, resp.headers());
+            FullHttpResponse resp;
+            try {
+                resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, status(r.status(), r.message()),
+                        Unpooled.wrappedBuffer(r.body()));
+                copyHeaders(r, resp.headers());
+            } catch (RuntimeException e) {   // anything else Netty refuses: still one answer
+                unsendable("it was refused: " + e.getMessage());
+                return;
+            }
             ex.send(resp);
         });
+    }
+
+    /**
+     * Answers 500 instead when the handler's status line or headers cannot go on the wire (CR,
+     * LF or another control character in a header or the reason phrase, a name that is not an
+     * HTTP token): Netty would refuse the response and the client would wait forever.
+     */
+    private boolean refuseUnsendable(Response r) {
+        String problem = problem(r);
+        if (problem == null) {
+            return false;
+        }
+        unsendable(problem);
+        return true;
+    }
+
+    private void unsendable(String problem) {
+        LOG.warning("Response to " + ex.method + " " + ex.uri + " cannot be sent: " + problem);
+        ex.sendError(500, "InternalServerException", "The handler's response cannot be sent: " + problem
+                + ". Set header names and values and the reason phrase without line breaks or control characters.");
+    }
+
+    /** What makes the response unsendable, or null. */
+    static String problem(Response r) {
+        if (badValue(r.message())) {
+            return "the reason phrase " + LogText.quote(r.message()) + " contains a line break or control character";
+        }
+        if (badValue(r.contentType())) {
+            return "the content type " + LogText.quote(r.contentType()) + " contains a line break or control character";
+        }
+        for (Header h : r.headers()) {
+            if (!isToken(h.name())) {
+                return "header name " + LogText.quote(h.name()) + " is not a valid HTTP header name";
+            }
+            if (badValue(h.value())) {
+                return "header " + LogText.quote(h.name()) + " has a value with a line break or control character";
+            }
+        }
+        return null;
+    }
+
+    private static boolean badValue(String v) {
+        for (int i = 0; i < v.length(); i++) {
+            char c = v.charAt(i);
+            if ((c < 0x20 && c != '\t') || c == 0x7f) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** RFC 7230 token: the characters a header name may have. */
+    private static boolean isToken(String n) {
+        if (n.isEmpty()) {
+            return false;
+        }
+        for (int i = 0; i < n.length(); i++) {
+            char c = n.charAt(i);
+            boolean ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+                    || "!#$%&'*+-.^_`|~".indexOf(c) >= 0;
+            if (!ok) {
+                return false;
+            }
+        }
+        return true;
     }
 
     @Override

@@ -78,11 +78,10 @@ final class InferenceApi {
         headers.add(new Header("url_path", urlPath));
         headers.add(new Header("explain", explain ? "True" : "False"));
         List<Part> parts = InputParser.parts(req);
-        org.tserve.metrics.MetricsRegistry.get().requestReceived(model, version);   // ts_inference_requests_total
         HttpJobResponder responder = new HttpJobResponder(ex);
         Job job = new Job(ex.requestId, model, version, headers, parts, responder);
         try {
-            models.submit(job);
+            org.tserve.metrics.InferenceRequests.submit(models, job);   // counted once the model is found
         } catch (WlmException e) {
             throw new HttpError(e.getStatus(), e.getMessage());
         }

@@ -2,7 +2,6 @@ package org.tserve.http;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
-import com.google.gson.JsonParser;
 import io.netty.handler.codec.http.FullHttpRequest;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.QueryStringDecoder;
@@ -26,7 +25,7 @@ final class Params {
         if (ct != null && ct.toLowerCase(java.util.Locale.ROOT).startsWith("application/json") && req.content().isReadable()) {
             JsonElement body;
             try {
-                body = JsonParser.parseString(req.content().toString(StandardCharsets.UTF_8));
+                body = org.tserve.util.Json.parse(req.content().toString(StandardCharsets.UTF_8));
             } catch (RuntimeException e) {
                 throw new HttpError(400, "Request body is not valid JSON: " + e.getMessage());
             }

@@ -93,6 +93,10 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
         } catch (RuntimeException e) {
             LOG.log(Level.SEVERE, "request " + req.method() + " " + req.uri() + " failed", e);
             ex.sendError(500, "InternalServerException", "Internal error: " + e);
+        } catch (StackOverflowError e) {
+            // a safety net: input nested too deeply for a recursive library still gets an answer
+            LOG.severe("request " + req.method() + " " + req.uri() + " overflowed the stack");
+            ex.sendError(500, "InternalServerException", "Internal error: the request is nested too deeply to process");
         }
     }
 

@@ -25,7 +25,7 @@ public final class MetricLogLine {
 
     /** The part before the value: {@code Name.Unit:}. */
     static String head(String name, String unit) {
-        return name + '.' + unit + ':';
+        return org.tserve.util.LogText.oneLine(name + '.' + unit) + ':';
     }
 
     /** The part after the value up to the request id: {@code |#Dim:val,...|#hostname:h}. */
@@ -40,7 +40,9 @@ public final class MetricLogLine {
                 sb.append(',');
             }
             first = false;
-            sb.append(d.getKey()).append(':').append(d.getValue());
+            // names and values may come from a handler or an archive: one line, whatever they hold
+            org.tserve.util.LogText.appendOneLine(sb, d.getKey()).append(':');
+            org.tserve.util.LogText.appendOneLine(sb, d.getValue());
         }
         return sb.append("|#hostname:").append(hostname).toString();
     }

@@ -4,7 +4,6 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
-import com.google.gson.JsonParser;
 import java.io.File;
 import java.net.InetAddress;
 import java.util.ArrayList;
@@ -303,7 +302,7 @@ public final class MetricsRegistry {
     public void backendMetrics(String model, String worker, String json) {
         JsonElement root;
         try {
-            root = JsonParser.parseString(json);
+            root = org.tserve.util.Json.parse(json);   // bounded nesting: records are printed in warnings
         } catch (JsonParseException e) {
             warnOnce("frame:" + worker, "Worker " + worker + " of model " + model
                     + " sent a METRICS frame that is not JSON; its metrics are dropped");

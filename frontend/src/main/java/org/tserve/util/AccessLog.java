@@ -54,17 +54,9 @@ public final class AccessLog extends Handler {
         drainIfFull();
     }
 
-    /** Appends {@code s} with line breaks turned into spaces, as the line formatter does. */
+    /** Appends {@code s} on one line, as the line formatter does. */
     private static StringBuilder oneLine(StringBuilder sb, String s) {
-        int start = sb.length();
-        sb.append(s);
-        for (int i = start; i < sb.length(); i++) {
-            char c = sb.charAt(i);
-            if (c == '\n' || c == '\r') {
-                sb.setCharAt(i, ' ');
-            }
-        }
-        return sb;
+        return LogText.appendOneLine(sb, s);
     }
 
     @Override

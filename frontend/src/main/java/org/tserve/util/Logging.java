@@ -58,7 +58,7 @@ public final class Logging {
 
         @Override
         public String format(LogRecord r) {
-            String msg = formatMessage(r).replace('\n', ' ').replace('\r', ' ');
+            String msg = formatMessage(r);
             StringBuilder sb = new StringBuilder(msg.length() + 80);
             LogTime.appendNow(sb).append(' ');
             if (!bare) {
@@ -68,10 +68,10 @@ public final class Logging {
                 String name = r.getLoggerName() == null ? "" : r.getLoggerName();
                 sb.append(name.substring(name.lastIndexOf('.') + 1)).append(" - ");
             }
-            sb.append(msg);
+            LogText.appendOneLine(sb, msg);
             Throwable t = r.getThrown();
             if (t != null) {
-                sb.append(" | ").append(t);
+                LogText.appendOneLine(sb.append(" | "), String.valueOf(t));
                 if (Boolean.getBoolean("tserve.stacktraces")) {
                     for (StackTraceElement e : t.getStackTrace()) {
                         sb.append(" at ").append(e);

@@ -1,11 +1,8 @@
 package org.tserve.wlm;
 
-import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
@@ -133,30 +130,18 @@ final class WorkerProcess {
         return wp;
     }
 
+    /** Longest line kept for error messages (the model log gets up to {@link BoundedLines#MAX_LINE_BYTES}). */
+    private static final int TAIL_LINE_CHARS = 2000;
+
+    /**
+     * Copies a stream of the process into the model log, line by line, in bounded memory: lines
+     * longer than {@link BoundedLines#MAX_LINE_BYTES} are cut (and say so), so a handler writing
+     * without line breaks cannot grow the frontend's heap.
+     */
     private void pump(InputStream in, String stream, boolean keepTail) {
         Thread t = new Thread(() -> {
-            try (BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
-                String line;
-                while ((line = r.readLine()) != null) {
-                    if (tag != null) {
-                        java.util.regex.Matcher m = TEE.matcher(line);
-                        // a rank's line, or the elastic agent's own (LOGLEVEL=INFO)
-                        line = m.matches() ? prefix + " rank " + m.group(1) + ": " + m.group(2)
-                                : prefix + " torchrun: " + line;
-                    }
-                    MODEL_LOG.info(line);
-                    if (line.contains("Torch worker started.")) {
-                        started = true;
-                    }
-                    if (keepTail || line.contains("Error") || line.contains("error")) {
-                        synchronized (stderrTail) {
-                            stderrTail.addLast(line);
-                            if (stderrTail.size() > TAIL) {
-                                stderrTail.removeFirst();
-                            }
-                        }
-                    }
-                }
+            try (InputStream s = in) {
+                BoundedLines.read(s, BoundedLines.MAX_LINE_BYTES, l -> line(l, keepTail));
             } catch (IOException ignored) {
                 // the process closed its stream
             }
@@ -164,6 +149,28 @@ final class WorkerProcess {
         t.setDaemon(true);
         t.start();
         pumps.add(t);
+    }
+
+    private void line(String raw, boolean keepTail) {
+        String line = raw;
+        if (tag != null) {
+            java.util.regex.Matcher m = TEE.matcher(line);
+            // a rank's line, or the elastic agent's own (LOGLEVEL=INFO)
+            line = m.matches() ? prefix + " rank " + m.group(1) + ": " + m.group(2) : prefix + " torchrun: " + line;
+        }
+        MODEL_LOG.info(line);
+        if (line.contains("Torch worker started.")) {
+            started = true;
+        }
+        if (keepTail || line.contains("Error") || line.contains("error")) {
+            String kept = line.length() > TAIL_LINE_CHARS ? line.substring(0, TAIL_LINE_CHARS) + "..." : line;
+            synchronized (stderrTail) {
+                stderrTail.addLast(kept);
+                if (stderrTail.size() > TAIL) {
+                    stderrTail.removeFirst();
+                }
+            }
+        }
     }
 
     /** Waits until the log pumps have copied everything the process wrote (bounded). */
