@@ -149,6 +149,21 @@ def test_handler_errors_pass_through(client: openai.OpenAI) -> None:
         client.chat.completions.create(model="llm", messages=[{"role": "user", "content": " "}], stream=True)
 
 
+def test_failure_after_the_stream_started_is_an_sse_error_event(client: openai.OpenAI, server: harness.Server) -> None:
+    pieces = []
+    with pytest.raises(openai.APIError, match="generation failed at __fail__"):
+        for chunk in client.completions.create(model="llm", prompt="one two __fail__ three", stream=True):
+            pieces.append(chunk.choices[0].text)
+    assert pieces == ["one ", "two "]
+    with requests.post(server.inference_url + "/v1/completions", stream=True, timeout=60,
+                       json={"model": "llm", "prompt": "one __fail__", "stream": True}) as r:
+        events = _sse_events(r)
+    assert json.loads(events[-1]) == {"error": {"message": "generation failed at __fail__", "type": "server_error",
+                                                "param": None, "code": None}}
+    with pytest.raises(openai.InternalServerError, match="generation failed"):  # before any chunk: a plain 500
+        client.completions.create(model="llm", prompt="__fail__")
+
+
 def test_torchserve_path_forms(server: harness.Server) -> None:
     # the path names the model (and version); the body's model is ignored
     for path in ["/predictions/llm/v1/completions", "/predictions/llm2/2.0/v1/completions"]:

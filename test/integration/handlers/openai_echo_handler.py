@@ -4,7 +4,8 @@ The "generation" of a request is its prompt's words (the last message's content 
 word per step, each step sleeping ``STEP_S``; ``max_tokens`` cuts it (finish_reason ``length``).
 ``stream: true`` answers OpenAI's Server-Sent Events (``stream_options.include_usage`` adds the
 usage chunk). An empty prompt or an unknown parameter is refused with OpenAI's error shape and
-status 400 (the frontend passes it through). Without the ``x-tserve-openai`` header (a
+status 400 (the frontend passes it through); the word ``__fail__`` ends the request with a bare
+500 (no body: the frontend shapes the error, as one more SSE event in a stream). Without the ``x-tserve-openai`` header (a
 TorchServe-style /predictions call) it answers ``{"text": <prompt>, "openai": null}``. Each
 cancellation is printed (``openai-echo cancelled <id>``) for the tests to find in the model log.
 """
@@ -91,6 +92,10 @@ class OpenAiEchoHandler:
         events = []
         for rid, seq in list(self.running.items()):
             word = seq.words[len(seq.done)]
+            if word == "__fail__":  # ends the request with a bare error (the frontend shapes it)
+                del self.running[rid]
+                events.append(Event(rid, final=b"", status=500, message="generation failed at __fail__"))
+                continue
             seq.done.append(word)
             finished = len(seq.done) >= min(seq.limit, len(seq.words))
             reason = "length" if len(seq.done) < len(seq.words) else "stop"
