@@ -69,6 +69,7 @@ final class ApiDescription {
             case "405": return "Method not allowed (or model API disabled)";
             case "409": return "Model version already registered";
             case "413": return "Request larger than max_request_size";
+            case "429": return "Too many requests: retry after the Retry-After header's seconds";
             case "500": return "Internal error or handler error";
             case "503": return "No worker, or job queue full";
             case "504": return "Handler did not answer within responseTimeout";
@@ -95,7 +96,29 @@ final class ApiDescription {
                 "200", "404", "500", "503");
         op(d, "/v2/models/{model_name}/infer", "post", "kservev2Infer", "KServe v2 infer.", new String[][] {MODEL},
                 "200", "404", "500", "503");
+        openAi(d);
         return d;
+    }
+
+    /** The OpenAI-compatible routes ({@link OpenAiApi}): /v1/... and TorchServe's /predictions/{m}[/{v}]/v1/... forms. */
+    private static void openAi(JsonObject d) {
+        String[][][] forms = {{}, {MODEL}, {MODEL, VERSION}};
+        String[] prefixes = {"", "/predictions/{model_name}", "/predictions/{model_name}/{model_version}"};
+        String[] ids = {"openai", "openaiModel", "openaiModelVersion"};
+        String[] which = {"", " (the path names the model; the body's model is ignored)",
+            " (the path names the model and version; the body's model is ignored)"};
+        for (int i = 0; i < forms.length; i++) {
+            op(d, prefixes[i] + "/v1/completions", "post", ids[i] + "Completions",
+                    "OpenAI-compatible text completion; \"stream\": true answers Server-Sent Events" + which[i] + ".",
+                    forms[i], "200", "400", "401", "404", "429", "500", "503");
+            op(d, prefixes[i] + "/v1/chat/completions", "post", ids[i] + "ChatCompletions",
+                    "OpenAI-compatible chat completion; \"stream\": true answers Server-Sent Events" + which[i] + ".",
+                    forms[i], "200", "400", "401", "404", "429", "500", "503");
+            op(d, prefixes[i] + "/v1/models", "get", ids[i] + "Models",
+                    i == 0 ? "OpenAI-compatible list of the registered models (default versions)."
+                            : "OpenAI-compatible list holding the model the path names.",
+                    forms[i], "200", "401", "404");
+        }
     }
 
     static JsonObject management() {

@@ -45,6 +45,7 @@ final class Exchange {
     private final long start = System.nanoTime();
     private final ConfigManager cfg;
     private final AtomicBoolean finished = new AtomicBoolean();
+    private volatile boolean openAiErrors;
 
     Exchange(ChannelHandlerContext ctx, FullHttpRequest req, ConfigManager cfg) {
         this.ctx = ctx;
@@ -59,6 +60,10 @@ final class Exchange {
     private static final AsciiString NO_CACHE = AsciiString.cached("no-cache");
     private static final AsciiString CACHE_CONTROL = AsciiString.cached("no-cache; no-store, must-revalidate, private");
     private static final AsciiString EXPIRES = AsciiString.cached("Thu, 01 Jan 1970 00:00:00 UTC");
+    private static final AsciiString EVENT_STREAM = AsciiString.cached("text/event-stream");
+    private static final AsciiString X_ACCEL_BUFFERING = AsciiString.cached("x-accel-buffering");
+    /** Seconds a client should wait before retrying a 429/503 (OpenAI clients honour it). */
+    private static final String RETRY_AFTER_S = "1";
 
     /** Adds x-request-id, the no-cache headers and CORS headers (when configured). */
     void commonHeaders(HttpHeaders h) {
@@ -116,6 +121,13 @@ final class Exchange {
     /** Starts a chunked response (streaming); the caller writes contents and the last content. */
     void startChunked(HttpResponse head) {
         commonHeaders(head.headers());
+        String ct = head.headers().get(HttpHeaderNames.CONTENT_TYPE);
+        if (ct != null && AsciiString.regionMatches(ct, true, 0, EVENT_STREAM, 0, EVENT_STREAM.length())) {
+            // Server-Sent Events: every chunk is flushed as it comes; tell caches and proxies
+            // (nginx buffers unless told) not to hold the stream back either
+            head.headers().set(HttpHeaderNames.CACHE_CONTROL, NO_CACHE);
+            head.headers().set(X_ACCEL_BUFFERING, "no");
+        }
         HttpUtil.setTransferEncodingChunked(head, true);
         ctx.writeAndFlush(head).addListener(CLOSE_ON_FAILURE_LOGGED);
     }
@@ -139,11 +151,14 @@ final class Exchange {
     }
 
     void sendJson(int status, Object body) {
-        String text = (body instanceof String ? body : GSON.toJson(body)) + "\n";
+        send(json(status, (body instanceof String ? body : GSON.toJson(body)) + "\n"));
+    }
+
+    private static FullHttpResponse json(int status, String text) {
         ByteBuf buf = Unpooled.copiedBuffer(text, StandardCharsets.UTF_8);
         FullHttpResponse resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.valueOf(status), buf);
         resp.headers().set(HttpHeaderNames.CONTENT_TYPE, "application/json");
-        send(resp);
+        return resp;
     }
 
     /** {@code {"status": message}} with the given code (TorchServe's StatusResponse). */
@@ -153,8 +168,33 @@ final class Exchange {
         sendJson(status, o);
     }
 
-    /** TorchServe's ErrorResponse: {@code {"code", "type", "message"}}. */
+    /**
+     * Errors of this exchange take OpenAI's shape ({@link OpenAiError}): set by the router for the
+     * OpenAI-compatible routes before anything can fail (token check included).
+     */
+    void useOpenAiErrors() {
+        openAiErrors = true;
+    }
+
+    boolean openAiErrors() {
+        return openAiErrors;
+    }
+
+    /** An OpenAI-shaped error, with {@code Retry-After} when retrying later may succeed (429, 503). */
+    void sendOpenAiError(OpenAiError e) {
+        FullHttpResponse resp = json(e.status, e.compactJson() + "\n");
+        if (e.retryable()) {
+            resp.headers().set(HttpHeaderNames.RETRY_AFTER, RETRY_AFTER_S);
+        }
+        send(resp);
+    }
+
+    /** TorchServe's ErrorResponse: {@code {"code", "type", "message"}} (OpenAI's shape on its routes). */
     void sendError(int status, String type, String message) {
+        if (openAiErrors) {
+            sendOpenAiError(OpenAiError.of(status, message));
+            return;
+        }
         JsonObject o = new JsonObject();
         o.addProperty("code", status);
         o.addProperty("type", type);

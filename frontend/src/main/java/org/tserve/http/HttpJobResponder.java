@@ -31,6 +31,8 @@ final class HttpJobResponder implements JobResponder {
     private final Exchange ex;
     private boolean streaming;
     private int streamStatus;
+    /** The stream is Server-Sent Events (its content type): a late error goes out as one more event. */
+    private boolean sse;
     /** Cancels the job if the client's connection closes first (only for cancellable jobs). */
     private ChannelFutureListener cancelOnClose;
 
@@ -71,6 +73,7 @@ final class HttpJobResponder implements JobResponder {
                 streamStatus = chunk.status() >= 400 ? 200 : chunk.status();
                 HttpResponse head = new DefaultHttpResponse(HttpVersion.HTTP_1_1, status(streamStatus, chunk.message()));
                 copyHeaders(chunk, head.headers());
+                sse = chunk.contentType().toLowerCase(java.util.Locale.ROOT).startsWith("text/event-stream");
                 ex.startChunked(head);
             }
             if (chunk.body().length > 0) {
@@ -84,16 +87,18 @@ final class HttpJobResponder implements JobResponder {
         ex.ctx.executor().execute(() -> {
             answered();
             if (streaming) {
-                LastHttpContent last = r.status() >= 400
-                        ? new DefaultLastHttpContent(Unpooled.copiedBuffer(errorJson(r.status(), errorText(r)), StandardCharsets.UTF_8))
-                        : new DefaultLastHttpContent(Unpooled.wrappedBuffer(r.body()));
+                // on the OpenAI routes the handler shapes its own errors: a body it gives passes through
+                boolean shaped = r.status() < 400 || (ex.openAiErrors() && r.body().length > 0);
+                LastHttpContent last = shaped
+                        ? new DefaultLastHttpContent(Unpooled.wrappedBuffer(r.body()))
+                        : new DefaultLastHttpContent(Unpooled.copiedBuffer(errorJson(r.status(), errorText(r)), StandardCharsets.UTF_8));
                 ex.finishChunked(streamStatus, last);
                 return;
             }
             if (ex.isFinished() || refuseUnsendable(r)) {   // finished: a refused first chunk was answered
                 return;
             }
-            if (r.status() >= 400 && (r.body().length == 0 || r.contentType().isEmpty())) {
+            if (r.status() >= 400 && (r.body().length == 0 || (r.contentType().isEmpty() && !ex.openAiErrors()))) {
                 ex.sendError(r.status(), "InternalServerException", errorText(r));
                 return;
             }
@@ -196,7 +201,12 @@ final class HttpJobResponder implements JobResponder {
         return body.isEmpty() ? "Prediction failed with status " + r.status() : body;
     }
 
-    private static String errorJson(int status, String message) {
+    /** The last chunk of a stream that failed: TorchServe's error json, or OpenAI's (an SSE event in an SSE stream). */
+    private String errorJson(int status, String message) {
+        if (ex.openAiErrors()) {
+            OpenAiError e = OpenAiError.of(status, message);
+            return sse ? e.sseEvent() : e.compactJson() + "\n";
+        }
         JsonObject o = new JsonObject();
         o.addProperty("code", status);
         o.addProperty("type", HttpError.typeFor(status));

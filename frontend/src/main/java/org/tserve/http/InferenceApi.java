@@ -10,18 +10,25 @@ import org.tserve.wlm.WlmException;
 import org.tserve.wlm.protocol.Header;
 import org.tserve.wlm.protocol.Part;
 
-/** The inference API: /ping, /predictions, /explanations and the KServe-style routes. */
+/** The inference API: /ping, /predictions, /explanations, the KServe-style and the OpenAI-compatible routes. */
 final class InferenceApi {
     private final ModelManager models;
+    private final OpenAiApi openAi;
 
     InferenceApi(ModelManager models) {
         this.models = models;
+        this.openAi = new OpenAiApi(models);
     }
 
     /** Handles the request if it is an inference route; returns false otherwise. */
     boolean handle(Exchange ex, FullHttpRequest req, String[] seg) throws HttpError {
         if (seg.length == 0) {
             return false;
+        }
+        OpenAiApi.Route openAiRoute = OpenAiApi.route(seg);   // /v1/completions, /predictions/{m}/v1/..., ...
+        if (openAiRoute != null) {
+            openAi.handle(ex, req, openAiRoute);
+            return true;
         }
         switch (seg[0]) {
             case "ping":

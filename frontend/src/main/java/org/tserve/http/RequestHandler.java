@@ -75,6 +75,9 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 throw HttpError.notFound();
             }
             boolean inferenceRoute = type != ConnectorType.MANAGEMENT && isInferenceRoute(seg);
+            if (inferenceRoute && OpenAiApi.route(seg) != null) {
+                ex.useOpenAiErrors();   // from the token check on, errors take OpenAI's shape
+            }
             if (inferenceRoute) {
                 authorize(req, KeyType.INFERENCE);
                 if (inference.handle(ex, req, seg)) {
@@ -107,7 +110,8 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             case "explanations":
                 return true;
             case "v1":
-                return seg.length == 3 && seg[1].equals("models") && (seg[2].endsWith(":predict") || seg[2].endsWith(":explain"));
+                return OpenAiApi.route(seg) != null || seg.length == 3 && seg[1].equals("models")
+                        && (seg[2].endsWith(":predict") || seg[2].endsWith(":explain"));
             case "v2":
                 return true;
             default:

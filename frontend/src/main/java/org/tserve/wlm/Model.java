@@ -17,6 +17,8 @@ final class Model {
     final String handler;
     final String runtime;
     final boolean loadedAtStartup;
+    /** When this version was registered (epoch ms; the OpenAI model list's {@code created}). */
+    final long registeredAtMillis = System.currentTimeMillis();
     private final ModelArchive archive;
     private volatile ModelSettings settings;
     final LinkedBlockingDeque<Job> queue;

@@ -77,4 +77,22 @@ final class ModelDescriber {
         String next = end < all.size() ? String.valueOf(end) : null;
         return new ModelList(Collections.unmodifiableList(new ArrayList<>(page)), next);
     }
+
+    /** See {@link ModelManager#summaries}. */
+    List<ModelSummary> summaries() {
+        TreeMap<String, ModelSummary> sorted = new TreeMap<>();
+        for (Model m : registry.defaults()) {
+            sorted.put(m.name, summary(m));
+        }
+        return new ArrayList<>(sorted.values());
+    }
+
+    /** See {@link ModelManager#summary}. */
+    ModelSummary summary(String name, String version) throws WlmException {
+        return summary(registry.find(name, version));
+    }
+
+    private static ModelSummary summary(Model m) {
+        return new ModelSummary(m.name, m.version, m.registeredAtMillis);
+    }
 }

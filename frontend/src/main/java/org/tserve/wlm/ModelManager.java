@@ -108,6 +108,16 @@ public final class ModelManager {
         return describer.list(limit, pageToken);
     }
 
+    /** The default version of every model, sorted by name, with when it was registered. */
+    public List<ModelSummary> summaries() {
+        return describer.summaries();
+    }
+
+    /** One version of a model (null = the default one) with when it was registered; 404 when unknown. */
+    public ModelSummary summary(String name, String version) throws WlmException {
+        return describer.summary(name, version);
+    }
+
     /** Names of all registered models (sorted). */
     public List<String> modelNames() {
         return registry.names();

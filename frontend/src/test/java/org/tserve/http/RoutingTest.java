@@ -169,4 +169,90 @@ public class RoutingTest {
         assertError(call("POST", mgmt, "/token?type=bogus", null, "Authorization", "Bearer " + apiKey), 400,
                 "BadRequestException", "management or inference");
     }
+
+    /** OpenAI's error shape {"error": {"message", "type", "param", "code"}}, the connection kept. */
+    private static JsonObject assertOpenAiError(HttpResponse<String> r, int status, String type, String param, String code,
+                                                String messagePart) {
+        assertEquals(r.body(), status, r.statusCode());
+        assertEquals("application/json", r.headers().firstValue("content-type").orElse(""));
+        JsonObject e = json(r).getAsJsonObject("error");
+        assertEquals(r.body(), type, e.get("type").getAsString());
+        assertEquals(r.body(), param == null, e.get("param").isJsonNull());
+        if (param != null) {
+            assertEquals(param, e.get("param").getAsString());
+        }
+        assertEquals(r.body(), code == null, e.get("code").isJsonNull());
+        if (code != null) {
+            assertEquals(code, e.get("code").getAsString());
+        }
+        assertTrue(e.get("message").getAsString(), e.get("message").getAsString().contains(messagePart));
+        assertEquals("keep-alive", r.headers().firstValue("connection").orElse(""));
+        return e;
+    }
+
+    @Test
+    public void openAiRoutesCheckTheBodyAndAnswerOpenAiErrors() throws Exception {
+        start("", false);
+        String ct = "Content-Type";
+        String js = "application/json";
+        for (String path : new String[] {"/v1/completions", "/v1/chat/completions"}) {
+            assertOpenAiError(call("POST", inf, path, "{not json", ct, js), 400, "invalid_request_error", null, null, "JSON");
+            assertOpenAiError(call("POST", inf, path, "", ct, js), 400, "invalid_request_error", null, null, "JSON");
+            assertOpenAiError(call("POST", inf, path, "[1, 2]", ct, js), 400, "invalid_request_error", null, null, "object");
+            assertOpenAiError(call("POST", inf, path, "{\"a\": 1} {}", ct, js), 400, "invalid_request_error", null, null,
+                    "JSON");
+            assertOpenAiError(call("POST", inf, path, "{\"prompt\": \"hi\"}", ct, js), 400, "invalid_request_error",
+                    "model", null, "model");
+            assertOpenAiError(call("POST", inf, path, "{\"model\": 3}", ct, js), 400, "invalid_request_error", "model",
+                    null, "string");
+            assertOpenAiError(call("POST", inf, path, "{\"model\": \"nope\", \"x\": [[{}]]}", ct, js), 404,
+                    "invalid_request_error", "model", "model_not_found", "`nope`");
+            assertOpenAiError(call("GET", inf, path, null), 405, "invalid_request_error", null, "method_not_allowed", "POST");
+        }
+        // deep nesting is skipped, not parsed recursively
+        String deep = "{\"x\": " + "[".repeat(400) + "]".repeat(400) + ", \"model\": \"deep\"}";
+        assertOpenAiError(call("POST", inf, "/v1/completions", deep, ct, js), 404, "invalid_request_error", "model",
+                "model_not_found", "`deep`");
+        // TorchServe's forms: the path names the model (the body's is ignored), with or without a version
+        assertOpenAiError(call("POST", inf, "/predictions/nope/v1/completions", "{\"model\": \"other\"}", ct, js), 404,
+                "invalid_request_error", "model", "model_not_found", "`nope`");
+        assertOpenAiError(call("POST", inf, "/predictions/nope/2.0/v1/chat/completions", "{}", ct, js), 404,
+                "invalid_request_error", "model", "model_not_found", "nope");
+        assertOpenAiError(call("POST", inf, "/predictions/nope/v1/completions", "[]", ct, js), 400,
+                "invalid_request_error", null, null, "object");
+        assertOpenAiError(call("GET", inf, "/predictions/nope/v1/models", null), 404, "invalid_request_error", "model",
+                "model_not_found", "nope");
+        assertOpenAiError(call("POST", inf, "/v1/models", "{}"), 405, "invalid_request_error", null, "method_not_allowed",
+                "GET");
+        HttpResponse<String> list = call("GET", inf, "/v1/models", null);
+        assertEquals(200, list.statusCode());
+        assertEquals("list", json(list).get("object").getAsString());
+        assertEquals(0, json(list).getAsJsonArray("data").size());
+        // the other routes keep TorchServe's shape; the management port has no OpenAI routes
+        assertError(call("POST", inf, "/v1/models/nope:predict", "x"), 404, "ModelNotFoundException", "nope");
+        assertError(call("POST", inf, "/predictions/nope/v1", "{}"), 404, "ModelNotFoundException", "nope");
+        assertError(call("POST", inf, "/v1/other", "{}"), 404, "ResourceNotFoundException", "not found");
+        assertError(call("POST", mgmt, "/v1/completions", "{\"model\": \"m\"}"), 404, "ResourceNotFoundException",
+                "not found");
+    }
+
+    @Test
+    public void openAiRoutesNeedTheInferenceKeyAndAreDescribed() throws Exception {
+        start("", true);
+        String infKey = JsonParser.parseString(new String(Files.readAllBytes(tokens.getFile()), StandardCharsets.UTF_8))
+                .getAsJsonObject().getAsJsonObject("inference").get("key").getAsString();
+        assertOpenAiError(call("GET", inf, "/v1/models", null), 401, "invalid_request_error", null, "invalid_api_key",
+                "'inference' key");
+        assertOpenAiError(call("POST", inf, "/v1/chat/completions", "{}", "Authorization", "Bearer wrong"), 401,
+                "invalid_request_error", null, "invalid_api_key", "inference");
+        assertEquals(200, call("GET", inf, "/v1/models", null, "Authorization", "Bearer " + infKey).statusCode());
+        JsonObject paths = json(call("OPTIONS", inf, "/", null)).getAsJsonObject("paths");
+        for (String p : new String[] {"/v1/completions", "/v1/chat/completions", "/v1/models",
+            "/predictions/{model_name}/v1/completions", "/predictions/{model_name}/{model_version}/v1/chat/completions",
+            "/predictions/{model_name}/{model_version}/v1/models"}) {
+            assertTrue(p, paths.has(p));
+        }
+        assertTrue(paths.getAsJsonObject("/v1/completions").has("post"));
+        assertTrue(paths.getAsJsonObject("/v1/models").has("get"));
+    }
 }

@@ -1,0 +1,215 @@
+package org.tserve.http;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonObject;
+import com.google.gson.stream.JsonReader;
+import com.google.gson.stream.JsonToken;
+import io.netty.buffer.ByteBufUtil;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.HttpMethod;
+import java.io.IOException;
+import java.io.StringReader;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.List;
+import org.tserve.wlm.Job;
+import org.tserve.wlm.ModelManager;
+import org.tserve.wlm.ModelSummary;
+import org.tserve.wlm.WlmException;
+import org.tserve.wlm.protocol.Header;
+import org.tserve.wlm.protocol.Part;
+
+/**
+ * The OpenAI-compatible API on the inference port: {@code POST /v1/completions},
+ * {@code POST /v1/chat/completions}, {@code GET /v1/models}, and TorchServe's forms
+ * {@code /predictions/{model}[/{version}]/v1/...} (there the path names the model, not the body).
+ *
+ * <p>The frontend only checks the request (a JSON object naming a registered model) and routes it:
+ * the model's handler gets the original body with the header {@code x-tserve-openai} =
+ * {@code completions} | {@code chat.completions} and answers OpenAI's objects itself (also the SSE
+ * stream for {@code "stream": true} and its own errors). Errors the frontend gives on these routes
+ * are OpenAI-shaped ({@link OpenAiError}).
+ */
+final class OpenAiApi {
+    /** The header telling the handler which OpenAI endpoint was called (absent on /predictions calls). */
+    static final String HEADER = "x-tserve-openai";
+
+    private final ModelManager models;
+
+    OpenAiApi(ModelManager models) {
+        this.models = models;
+    }
+
+    /**
+     * An OpenAI route: the endpoint ({@code completions}, {@code chat/completions} or
+     * {@code models}) and the model and version the path names (null on {@code /v1/...}).
+     */
+    record Route(String endpoint, String model, String version) {
+        /** The value of {@link #HEADER}: OpenAI's object prefix for the endpoint. */
+        String kind() {
+            return endpoint.replace('/', '.');
+        }
+    }
+
+    /** The OpenAI route a path's segments name, or null when it is none. */
+    static Route route(String[] seg) {
+        if (seg.length >= 2 && seg[0].equals("v1")) {
+            String ep = endpoint(seg, 1);
+            return ep == null ? null : new Route(ep, null, null);
+        }
+        if (seg.length >= 4 && seg[0].equals("predictions")) {
+            String ep = seg[2].equals("v1") ? endpoint(seg, 3) : null;
+            if (ep != null) {
+                return new Route(ep, seg[1], null);
+            }
+            ep = seg.length >= 5 && seg[3].equals("v1") ? endpoint(seg, 4) : null;
+            if (ep != null) {
+                return new Route(ep, seg[1], seg[2]);
+            }
+        }
+        return null;
+    }
+
+    private static String endpoint(String[] seg, int from) {
+        String rest = String.join("/", Arrays.copyOfRange(seg, from, seg.length));
+        switch (rest) {
+            case "completions":
+            case "chat/completions":
+            case "models":
+                return rest;
+            default:
+                return null;
+        }
+    }
+
+    /** Answers (or submits) a request on {@code route}; its exchange already gives OpenAI-shaped errors. */
+    void handle(Exchange ex, FullHttpRequest req, Route route) throws HttpError {
+        if (req.method().equals(HttpMethod.OPTIONS)) {
+            ex.sendJson(200, ApiDescription.inference());
+            return;
+        }
+        if (route.endpoint().equals("models")) {
+            if (!req.method().equals(HttpMethod.GET)) {
+                throw methodNotAllowed(req, "GET");
+            }
+            ex.sendJson(200, modelList(route));
+            return;
+        }
+        if (!req.method().equals(HttpMethod.POST)) {
+            throw methodNotAllowed(req, "POST");
+        }
+        byte[] body = ByteBufUtil.getBytes(req.content());
+        String bodyModel;
+        try {
+            bodyModel = modelField(new String(body, StandardCharsets.UTF_8));
+        } catch (IOException | IllegalStateException | NumberFormatException e) {
+            throw new HttpError(400, "We could not parse the JSON body of your request: it must be one JSON object ("
+                    + e.getMessage() + ").");
+        } catch (ModelFieldException e) {
+            ex.sendOpenAiError(new OpenAiError(400, e.getMessage(), "model", null));
+            return;
+        }
+        String model = route.model() != null ? route.model() : bodyModel;
+        if (model == null) {
+            ex.sendOpenAiError(new OpenAiError(400, "You must provide a model parameter (the name of a registered model).",
+                    "model", null));
+            return;
+        }
+        submit(ex, req, route, model, body);
+    }
+
+    private void submit(Exchange ex, FullHttpRequest req, Route route, String model, byte[] body) throws HttpError {
+        List<Header> headers = InputParser.headers(req, 3);
+        headers.removeIf(h -> h.name().equalsIgnoreCase(HEADER));
+        headers.add(new Header("url_path", "v1/" + route.endpoint()));   // TorchServe's vllm handler reads it
+        headers.add(new Header("explain", "False"));
+        headers.add(new Header(HEADER, route.kind()));
+        List<Part> parts = List.of(new Part("body", "application/json", body));
+        String version = route.version();
+        HttpJobResponder responder = new HttpJobResponder(ex);
+        Job job = new Job(ex.requestId, model, version, headers, parts, responder);
+        try {
+            org.tserve.metrics.InferenceRequests.submit(models, job);   // counted once the model is found, as predict
+        } catch (WlmException e) {
+            throw new HttpError(e.getStatus(), e.getStatus() == 404 ? notFound(model, version, e) : e.getMessage());
+        }
+        responder.cancelOnClose(job);
+    }
+
+    private static String notFound(String model, String version, WlmException e) {
+        return version == null ? "The model `" + model + "` does not exist or is not registered on this server."
+                : e.getMessage();
+    }
+
+    /** OpenAI's model list: the default version of every model, or the one the path names. */
+    private JsonObject modelList(Route route) throws HttpError {
+        List<ModelSummary> list;
+        if (route.model() == null) {
+            list = models.summaries();
+        } else {
+            try {
+                list = List.of(models.summary(route.model(), route.version()));
+            } catch (WlmException e) {
+                throw new HttpError(e.getStatus(), notFound(route.model(), route.version(), e));
+            }
+        }
+        JsonArray data = new JsonArray();
+        for (ModelSummary m : list) {
+            JsonObject o = new JsonObject();
+            o.addProperty("id", m.name());
+            o.addProperty("object", "model");
+            o.addProperty("created", m.registeredAtMillis() / 1000);
+            o.addProperty("owned_by", "tserve");
+            data.add(o);
+        }
+        JsonObject o = new JsonObject();
+        o.addProperty("object", "list");
+        o.add("data", data);
+        return o;
+    }
+
+    private static HttpError methodNotAllowed(FullHttpRequest req, String allowed) {
+        return new HttpError(405, "Method " + req.method() + " is not allowed here; use " + allowed + ".");
+    }
+
+    /** The body's top-level {@code model} is there but not a string. */
+    private static final class ModelFieldException extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        ModelFieldException(String message) {
+            super(message);
+        }
+    }
+
+    /**
+     * The top-level {@code model} of a JSON object body (null when absent). Reads the body as a
+     * stream: values are skipped without building a tree (deep nesting cannot exhaust the stack).
+     */
+    static String modelField(String body) throws IOException, ModelFieldException {
+        JsonReader r = new JsonReader(new StringReader(body));
+        if (r.peek() != JsonToken.BEGIN_OBJECT) {
+            throw new IllegalStateException("found " + r.peek().name().toLowerCase(java.util.Locale.ROOT));
+        }
+        r.beginObject();
+        String model = null;
+        while (r.hasNext()) {
+            String name = r.nextName();
+            if (name.equals("model") && model == null) {
+                if (r.peek() == JsonToken.NULL) {
+                    r.nextNull();
+                } else if (r.peek() != JsonToken.STRING) {
+                    throw new ModelFieldException("model must be a string, the name of a registered model.");
+                } else {
+                    model = r.nextString();
+                }
+            } else {
+                r.skipValue();
+            }
+        }
+        r.endObject();
+        if (r.peek() != JsonToken.END_DOCUMENT) {
+            throw new IllegalStateException("more after the object");
+        }
+        return model == null || model.isEmpty() ? null : model;
+    }
+}
