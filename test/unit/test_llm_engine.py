@@ -8,16 +8,11 @@ ties would be decided by float rounding, which differs between batch layouts.
 
 from __future__ import annotations
 
-import os
-
 import pytest
-import torch
+from llm_support import model_fixture, one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams  # noqa: E402
-from ts.llm.text import IncrementalText  # noqa: E402
-from ts.llm.tiny import build_model, build_tokenizer  # noqa: E402
+from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
+from ts.llm.text import IncrementalText
 
 PROMPTS = [
     "Hello",
@@ -28,33 +23,6 @@ PROMPTS = [
     "Les modèles de langue",
     "Streaming sends every token to the client as soon as it is produced. The cache keeps",
 ]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """A 64-wide model gains nothing from intra-op threads; on a shared machine they only wait."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return build_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def model(tok):
-    return build_model(tok)
-
-
-def reference(model, ids: list[int], n: int, eos: int | list[int] | None = None) -> list[int]:
-    """``model.generate(do_sample=False)`` for one prompt alone: the new token ids."""
-    kwargs = {} if eos is None else {"eos_token_id": eos}
-    out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                         do_sample=False, max_new_tokens=n, **kwargs)
-    return out[0, len(ids):].tolist()
 
 
 def run(engine: GenerationEngine, arrivals: dict[int, list[tuple[str, list[int], SamplingParams]]],

@@ -48,6 +48,8 @@ class LLMRequestError(PredictionException):
         self.param = param
         self.code = code
         self.retry_after = retry_after
+        self.body: bytes | None = None  # the error body for the client, set by the request's form
+        self.content_type = "application/json"
 
     @property
     def error_type(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 CHAT_TEMPLATE = (
-    "{% for message in messages %}"
+    "{{ bos_token }}{% for message in messages %}"
     "<|{{ message['role'] }}|>\n{{ message['content'] }}</s>\n"
     "{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
