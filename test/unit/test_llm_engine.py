@@ -186,7 +186,7 @@ def test_queue_full_is_503_with_retry(model, tok):
         engine.add(f"s{i}", [1, 5], SamplingParams())
     with pytest.raises(LLMRequestError) as err:
         engine.add("s2", [1, 5], SamplingParams())
-    assert err.value.status == 503 and err.value.retry_after == 1
+    assert err.value.status == 503 and err.value.retry_after == 1 and str(err.value) == err.value.message
     assert "max_waiting=2" in err.value.message and "retry" in err.value.message
     assert err.value.to_openai()["error"]["type"] == "server_error"
     engine.step()  # one moves to running: room again

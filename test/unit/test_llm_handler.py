@@ -238,3 +238,35 @@ def test_plain_batch_path(handler):
     assert json.loads(out[2])["usage"]["completion_tokens"] == 6
     assert ctx.get_response_status(3)[0] == 400 and json.loads(out[3])["error"]["param"] == "bogus"
     assert ctx.get_response_status(0)[0] == 200
+
+
+def test_example_mar_loads_and_answers(tmp_path):
+    """examples/llm/build_mar.py: the archive holds the HF folder flat; its handler serves it."""
+    import importlib.util
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "llm"
+    spec = importlib.util.spec_from_file_location("llm_example_build_mar", root / "build_mar.py")
+    build_mar = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_mar)
+    mar = build_mar.build(tmp_path / "store")
+    model_dir = tmp_path / "model"
+    zipfile.ZipFile(mar).extractall(model_dir)
+    manifest = json.loads((model_dir / "MAR-INF" / "MANIFEST.json").read_text())
+    cfg = yaml.safe_load((model_dir / manifest["model"]["configFile"]).read_text())
+    assert cfg["continuousBatching"] is True and cfg["batchSize"] == 8
+    spec = importlib.util.spec_from_file_location("llm_example_handler", model_dir / manifest["model"]["handler"])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.pop("llm_example_handler", None)
+    spec.loader.exec_module(module)
+    h = module.TinyLLMHandler()
+    h.initialize(Context("tiny_llm", str(model_dir), manifest, cfg["batchSize"], None, "test", model_yaml_config=cfg))
+    assert (h.engine.max_batch_size, h.engine.max_tokens_per_step, h.engine.max_context) == (8, 256, 256)
+    h.add_request("r", json.dumps({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4}).encode(),
+                  {OAI: "chat.completions"})
+    (event,) = drain(h)["r"]
+    assert json.loads(event.final)["usage"]["completion_tokens"] == 4

@@ -51,6 +51,9 @@ class LLMRequestError(PredictionException):
         self.body: bytes | None = None  # the error body for the client, set by the request's form
         self.content_type = "application/json"
 
+    def __str__(self) -> str:  # the message alone (PredictionException appends the status)
+        return self.message
+
     @property
     def error_type(self) -> str:
         if self.status == 429:
