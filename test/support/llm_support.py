@@ -38,6 +38,8 @@ def model_fixture(tok):
 def reference(model, ids: list[int], n: int, eos: int | list[int] | None = None) -> list[int]:
     """``model.generate(do_sample=False)`` for one prompt alone: the new token ids."""
     kwargs = {} if eos is None else {"eos_token_id": eos}
-    out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+    device = next(model.parameters()).device
+    out = model.generate(torch.tensor([ids], device=device),
+                         attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=device),
                          do_sample=False, max_new_tokens=n, **kwargs)
     return out[0, len(ids):].tolist()

@@ -2,13 +2,15 @@
 
 The model is a 2-layer Llama built from a config with seeded random weights and the tokenizer a
 byte-level BPE trained locally (ts/llm/tiny.py): no downloads. The weights use init std 0.2
-instead of Hugging Face's 0.02 so the logits are spread out; with near-flat logits greedy argmax
-ties would be decided by float rounding, which differs between batch layouts.
+instead of Hugging Face's 0.02 so the logits are spread out: with near-flat logits a greedy argmax
+could be decided by float rounding, which differs between batch layouts. The comparison itself
+is exact (equality of token ids), never a tolerance.
 """
 
 from __future__ import annotations
 
 import pytest
+import torch
 from llm_support import model_fixture, one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
 
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
@@ -234,11 +236,12 @@ def test_sampling_is_seeded_per_request(model, tok):
     res = engine.generate_all([
         ("a", ids, SamplingParams(seed=7, **p)), ("b", ids, SamplingParams(seed=7, **p)),
         ("c", ids, SamplingParams(seed=8, **p)), ("g", ids, SamplingParams(max_new_tokens=15, top_k=1, temperature=0.7)),
+        ("h", ids, SamplingParams(max_new_tokens=15, top_p=1e-6, temperature=1.5)),
     ])
     assert res["a"].token_ids == res["b"].token_ids != res["c"].token_ids
     alone = engine.generate_all([("a", ids, SamplingParams(seed=7, **p))])
     assert alone["a"].token_ids == res["a"].token_ids  # batch neighbours do not change a seeded stream
-    assert res["g"].token_ids == reference(model, ids, 15)  # top_k=1 is greedy
+    assert res["g"].token_ids == res["h"].token_ids == reference(model, ids, 15)  # top_k=1, tiny top_p: greedy
 
 
 def test_generate_all_reports_refusals(model, tok):
@@ -250,3 +253,19 @@ def test_generate_all_reports_refusals(model, tok):
     for i in range(4):  # more than max_waiting: generate_all feeds the queue as it drains
         assert res[f"s{i}"].error is None and len(res[f"s{i}"].token_ids) == 4
     assert not engine.has_work()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_greedy_equals_generate_on_cuda(tok):
+    from ts.llm.tiny import build_model
+
+    model = build_model(tok).to("cuda")
+    ids = [tok(p)["input_ids"] for p in PROMPTS]
+    refs = [reference(model, x, 12) for x in ids]
+    engine = GenerationEngine(model, tok, max_batch_size=4, max_tokens_per_step=32)
+    arrivals = {i: [(f"s{i}", x, SamplingParams(max_new_tokens=12))] for i, x in enumerate(ids)}
+    arrivals[0].append(("sampled", ids[0], SamplingParams(max_new_tokens=12, temperature=1.0, seed=3)))
+    updates, _ = run(engine, arrivals)
+    for i, ref in enumerate(refs):
+        assert tokens(updates[f"s{i}"]) == ref, f"prompt {i}"
+    assert len(tokens(updates["sampled"])) == 12
