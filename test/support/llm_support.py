@@ -1,0 +1,45 @@
+"""Shared fixtures of the LLM tests: the tiny Llama and its local tokenizer (ts/llm/tiny.py).
+
+Import the fixture functions into a test module (pytest finds them by their ``name``):
+``from llm_support import model_fixture, one_thread_fixture, tok_fixture  # noqa: F401``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from ts.llm.tiny import build_model, build_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True, name="one_thread")
+def one_thread_fixture():
+    """A 64-wide model gains nothing from intra-op threads; on a shared machine they only wait."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module", name="tok")
+def tok_fixture():
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="module", name="model")
+def model_fixture(tok):
+    return build_model(tok)
+
+
+def reference(model, ids: list[int], n: int, eos: int | list[int] | None = None) -> list[int]:
+    """``model.generate(do_sample=False)`` for one prompt alone: the new token ids."""
+    kwargs = {} if eos is None else {"eos_token_id": eos}
+    device = next(model.parameters()).device
+    out = model.generate(torch.tensor([ids], device=device),
+                         attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=device),
+                         do_sample=False, max_new_tokens=n, **kwargs)
+    return out[0, len(ids):].tolist()

@@ -1,0 +1,230 @@
+"""LLMHandler: serves a Hugging Face causal LM with the continuous-batching engine (ts/llm).
+
+Two ways to be called:
+
+* the worker's engine loop (``continuousBatching: true``) calls ``add_request`` / ``cancel``
+  between ``step`` calls; each ``step`` returns ``LLMEvent``s (a streamed chunk, or the final
+  answer of a request, or its error);
+* TorchServe's batch call ``handle(data, context)`` runs the batch to completion and returns one
+  body per request (a streamed answer's chunks concatenated).
+
+Request and answer formats (TorchServe style, OpenAI completions and chat completions, chosen by
+the ``x-tserve-openai`` header) are in ``ts/llm/api.py``; settings come from the ``handler``
+section of model-config.yaml (see docs/llm.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import torch
+
+from ts.context import Context
+from ts.handler_utils.distributed.config import (
+    KeySpec,
+    ModelConfigError,
+    boolean,
+    dtype_name,
+    positive_int,
+    section,
+    string,
+    to_dtype,
+    validate_section,
+)
+from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
+from ts.llm.engine import GenerationEngine, LLMRequestError
+from ts.torch_handler.base_handler import BaseHandler
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LLMEvent", "LLMHandler", "LLMRequestError"]
+
+DEFAULT_MAX_NEW_TOKENS = 64
+DEFAULT_MAX_TOKENS_PER_STEP = 512
+DEFAULT_MAX_WAITING = 256
+
+SETTINGS: dict[str, KeySpec] = {
+    "model_path": KeySpec(string, "a Hugging Face model folder (absolute, or relative to the model dir)"),
+    "max_batch_size": KeySpec(positive_int, "a positive integer (default: batchSize)"),
+    "max_tokens_per_step": KeySpec(positive_int, "a positive integer, at least max_batch_size"),
+    "max_waiting": KeySpec(positive_int, "a positive integer"),
+    "max_new_tokens": KeySpec(positive_int, "a positive integer"),
+    "max_context": KeySpec(positive_int, "a positive integer, at most the model's max_position_embeddings"),
+    "chat_template": KeySpec(string, "a Jinja chat template string"),
+    "dtype": KeySpec(lambda v: v == "auto" or dtype_name(v), "auto, float32, float16 or bfloat16"),
+    "trust_remote_code": KeySpec(boolean, "true or false"),
+}
+
+
+def find_model_dir(model_dir: str, model_path: str | None) -> str:
+    """The Hugging Face folder: handler.model_path, the model dir itself, or its one subfolder
+    holding a config.json."""
+    if model_path:
+        path = model_path if os.path.isabs(model_path) else os.path.join(model_dir, model_path)
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise ModelConfigError(f"handler.model_path: {path} has no config.json (a folder saved with "
+                                   "save_pretrained)")
+        return path
+    if os.path.isfile(os.path.join(model_dir, "config.json")):
+        return model_dir
+    found = sorted(d for d in os.listdir(model_dir) if os.path.isfile(os.path.join(model_dir, d, "config.json")))
+    if len(found) == 1:
+        return os.path.join(model_dir, found[0])
+    raise ModelConfigError(
+        f"no Hugging Face model folder in {model_dir}: " + (f"several hold a config.json ({', '.join(found)})"
+                                                            if found else "no config.json found")
+        + "; archive the save_pretrained folder as an extra file or set handler.model_path")
+
+
+class LLMHandler(BaseHandler):
+    """A causal LM behind the generation engine; see the module docstring."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokenizer: Any = None
+        self.engine: GenerationEngine | None = None
+        self.settings: dict[str, Any] = {}
+        self.model_name = ""
+        self._requests: dict[str, LLMRequest] = {}
+
+    # ------------------------------------------------------------------ loading
+    def initialize(self, context: Context) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.setup_common(context)
+        raw = section(self.model_yaml_config, "handler")
+        mine = {k: v for k, v in raw.items() if k in SETTINGS}
+        for key in sorted(set(raw) - set(SETTINGS)):
+            logger.warning("model-config.yaml: handler.%s is not an LLMHandler setting (%s); ignored",
+                           key, ", ".join(SETTINGS))
+        self.settings = validate_section("handler", mine, SETTINGS)
+        model_dir = context.system_properties.get("model_dir") or "."
+        path = find_model_dir(model_dir, self.settings.get("model_path"))
+        trust = self.settings.get("trust_remote_code", False)
+        dtype_setting = self.settings.get("dtype", "auto")
+        assert self.device is not None
+        if dtype_setting != "auto":
+            dtype: Any = to_dtype(dtype_setting)
+        else:  # the checkpoint's dtype on accelerators; float32 on CPU (half precision is slow there)
+            dtype = torch.float32 if self.device.type == "cpu" else "auto"
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust)
+        self.model.to(self.device)
+        self.model.eval()
+        batch_size = int(context.system_properties.get("batch_size") or 1)
+        max_batch = self.settings.get("max_batch_size", batch_size)
+        self.engine = GenerationEngine(
+            self.model, self.tokenizer, max_batch_size=max_batch,
+            max_tokens_per_step=self.settings.get("max_tokens_per_step", max(DEFAULT_MAX_TOKENS_PER_STEP, max_batch)),
+            max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
+            max_context=self.settings.get("max_context"))
+        self.model_name = context.model_name
+        self.initialized = True
+        logger.info("LLM %s: %s on %s, max_batch_size=%d, max_tokens_per_step=%d, context %d tokens",
+                    context.model_name, type(self.model).__name__, self.device, self.engine.max_batch_size,
+                    self.engine.max_tokens_per_step, self.engine.max_context)
+
+    def _parse(self, request_id: str, body: Any, headers: dict[str, str] | None) -> LLMRequest:
+        return LLMRequest.parse(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
+                                default_max_new_tokens=self.settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS),
+                                chat_template=self.settings.get("chat_template"))
+
+    # ------------------------------------------------------------------ continuous batching
+    def add_request(self, request_id: str, body: bytes, headers: dict[str, str]) -> None:
+        """Parse, validate and queue a request; raises LLMRequestError (its ``body`` is the error
+        answer in the request's form: ``error_event(request_id, exc)`` makes the final event)."""
+        assert self.engine is not None, "initialize() first"
+        req = self._parse(request_id, body, headers)
+        try:
+            self.engine.add(request_id, req.prompt_ids, req.params)
+        except LLMRequestError as exc:
+            error_event(request_id, exc, req.kind)  # sets exc.body in the request's form
+            raise
+        self._requests[request_id] = req
+
+    def cancel(self, request_id: str) -> None:
+        """Forget a request (its client went away): no more events for it; its slot and KV rows
+        are free for the next step."""
+        self._requests.pop(request_id, None)
+        if self.engine is not None:
+            self.engine.cancel(request_id)
+
+    def has_work(self) -> bool:
+        return self.engine is not None and self.engine.has_work()
+
+    def step(self) -> list[LLMEvent]:
+        """One engine step; a failing step fails every request in the engine (status 500, or 507
+        when out of memory) and leaves the engine empty."""
+        assert self.engine is not None, "initialize() first"
+        try:
+            updates = self.engine.step()
+        except Exception as exc:  # noqa: BLE001 - one broken step must not leave requests hanging
+            from ts.service import is_oom
+
+            logger.exception("LLM %s: generation step failed", self.model_name)
+            self.engine.abort_all()
+            status = 507 if is_oom(exc) else 500
+            err = f"generation failed: {type(exc).__name__}: {exc}"
+            events = [error_event(rid, LLMRequestError(status, err, code="engine_error"), req.kind)
+                      for rid, req in self._requests.items()]
+            self._requests.clear()
+            return events
+        events: list[LLMEvent] = []
+        for u in updates:
+            req = self._requests.get(u.seq_id)
+            if req is None:  # cancelled: the caller already knows
+                continue
+            events.extend(req.on_update(u.text_delta, u.finished, u.finish_reason, u.completion_tokens))
+            if u.finished:
+                del self._requests[u.seq_id]
+        return events
+
+    @staticmethod
+    def error_event(request_id: str, exc: LLMRequestError) -> LLMEvent:
+        """The final event for a request ``add_request`` refused."""
+        return error_event(request_id, exc)
+
+    # ------------------------------------------------------------------ TorchServe's batch call
+    def handle(self, data: list[dict[str, Any]], context: Context) -> list[Any]:
+        assert self.engine is not None, "initialize() first"
+        self.context = context
+        results: list[Any] = [None] * len(data)
+        batch = []
+        parsed: dict[str, tuple[int, LLMRequest]] = {}
+        for idx, row in enumerate(data):
+            key = f"{context.get_request_id(idx) or 'request'}#{idx}"
+            body = row
+            if isinstance(row, dict) and ("data" in row or "body" in row):
+                body = row.get("data") if row.get("data") is not None else row.get("body")
+            headers = {}
+            if idx < len(context.request_processor):
+                headers = {k: v for k, v in context.get_all_request_header(idx).items() if isinstance(v, str)}
+            try:
+                req = self._parse(key, body, headers)
+            except LLMRequestError as exc:
+                results[idx] = self._refuse(context, idx, exc)
+                continue
+            parsed[key] = (idx, req)
+            batch.append((key, req.prompt_ids, req.params))
+        for key, res in self.engine.generate_all(batch).items():
+            idx, req = parsed[key]
+            if res.error is not None:
+                error_event(key, res.error, req.kind)
+                results[idx] = self._refuse(context, idx, res.error)
+                continue
+            results[idx] = req.whole_answer(res.text, res.finish_reason or "stop", res.completion_tokens)
+            if idx < len(context.request_processor):
+                context.set_response_content_type(idx, req.content_type)
+        return results
+
+    @staticmethod
+    def _refuse(context: Context, idx: int, exc: LLMRequestError) -> bytes:
+        event = error_event("", exc)
+        if idx < len(context.request_processor):
+            context.set_response_status(exc.status, exc.message, idx)
+            context.set_response_content_type(idx, event.content_type or JSON_TYPE)
+            for k, v in event.headers.items():
+                context.set_response_header(idx, k, v)
+        return event.final or b""
