@@ -59,7 +59,10 @@ class FrameSource:
     def poll(self) -> Frame | None:
         """The next frame if one has arrived, else None at once (continuous batching reads
         between two steps); raises what reading it raised, as next() does."""
-        with self._read_lock:
+        if not self._read_lock.acquire(blocking=False):
+            os.write(self._wake_w, b"!")  # the watcher holds the socket: ask for it back
+            self._read_lock.acquire()
+        try:
             if self._pending:
                 item = self._pending.popleft()
                 if isinstance(item, BaseException):
@@ -70,6 +73,8 @@ class FrameSource:
                 if not ready:
                     return None
             return self._reader.read()
+        finally:
+            self._read_lock.release()
 
     @contextmanager
     def busy(self) -> Iterator[None]:

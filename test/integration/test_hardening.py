@@ -9,7 +9,6 @@ forge metric log lines. Every probe ends with the server still answering.
 from __future__ import annotations
 
 import gzip
-import io
 import socket
 import time
 import uuid
@@ -113,7 +112,7 @@ def raw_request(port: int, data: bytes, timeout: float = 10.0) -> bytes:
         while time.monotonic() < deadline:
             try:
                 part = sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 break
             if not part:
                 break

@@ -1,0 +1,128 @@
+"""The built-in LLM handler served for real (examples/llm): continuous batching through the
+server gives exactly the tokens greedy ``model.generate`` gives each prompt alone, with requests
+of mixed lengths arriving while others run; streaming delivers the first piece before the end;
+the official ``openai`` client works unchanged."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+import harness
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPTS = [
+    "Once upon a time",
+    "a",
+    "the model server answered every request that it was given, one token at a time, and then",
+    "In the beginning there was",
+    "tokens",
+    "serving large models is",
+]
+NEW_TOKENS = 12
+
+
+def _build_mar(store: Path) -> Path:
+    spec = importlib.util.spec_from_file_location("llm_build_mar", ROOT / "examples" / "llm" / "build_mar.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build(store)
+
+
+@pytest.fixture(scope="module")
+def expected() -> dict[str, str]:
+    """Each prompt's greedy continuation by Hugging Face's generate, alone (no server)."""
+    import torch
+
+    from ts.llm.tiny import build_model, build_tokenizer
+
+    tok = build_tokenizer()
+    model = build_model(tok)
+    out = {}
+    for prompt in PROMPTS:
+        ids = tok(prompt)["input_ids"]
+        gen = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                             do_sample=False, max_new_tokens=NEW_TOKENS)
+        out[prompt] = tok.decode(gen[0, len(ids):].tolist(), skip_special_tokens=True,
+                                 clean_up_tokenization_spaces=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    store = tmp_path_factory.mktemp("store")
+    _build_mar(store)
+    with harness.Server(store, env={"HF_HUB_OFFLINE": "1"}) as s:
+        r = s.register("tiny_llm.mar", initial_workers=1, synchronous="true")
+        assert r.status_code == 200, r.text
+        yield s
+
+
+def generate(server: harness.Server, prompt: str, stream: bool = False) -> requests.Response:
+    body = {"prompt": prompt, "max_new_tokens": NEW_TOKENS, "temperature": 0, "stream": stream}
+    return requests.post(f"{server.inference_url}/predictions/tiny_llm", json=body, stream=stream, timeout=120)
+
+
+def test_continuous_batching_gives_each_prompt_its_greedy_tokens(server: harness.Server, expected) -> None:
+    results: dict[str, str] = {}
+
+    def one(prompt: str) -> None:
+        r = generate(server, prompt)
+        assert r.status_code == 200, r.text
+        results[prompt] = r.json()["text"]
+
+    # the first prompts start together; the others arrive while those are generating
+    threads = [threading.Thread(target=one, args=(p,)) for p in PROMPTS]
+    for i, t in enumerate(threads):
+        t.start()
+        if i == 2:
+            time.sleep(0.05)
+    for t in threads:
+        t.join(timeout=120)
+    assert results == expected
+
+
+def test_streaming_sends_the_first_piece_before_the_end(server: harness.Server, expected) -> None:
+    prompt = PROMPTS[0]
+    started = time.monotonic()
+    r = generate(server, prompt, stream=True)
+    assert r.status_code == 200
+    pieces, arrivals = [], []
+    for piece in r.iter_content(chunk_size=None):
+        pieces.append(piece)
+        arrivals.append(time.monotonic() - started)
+    assert len(pieces) > 1
+    assert arrivals[0] < arrivals[-1]
+    assert b"".join(pieces).decode().startswith(expected[prompt])
+
+
+def test_the_openai_client_works_unchanged(server: harness.Server, expected) -> None:
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=f"{server.inference_url}/v1", api_key="unused", max_retries=0)
+    prompt = PROMPTS[3]
+    done = client.completions.create(model="tiny_llm", prompt=prompt, max_tokens=NEW_TOKENS, temperature=0)
+    assert done.choices[0].text == expected[prompt]
+    assert done.usage.completion_tokens <= NEW_TOKENS
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model="tiny_llm", prompt=prompt, max_tokens=NEW_TOKENS, temperature=0, stream=True) if c.choices)
+    assert streamed == expected[prompt]
+    chat = client.chat.completions.create(model="tiny_llm", messages=[{"role": "user", "content": "Hello"}],
+                                          max_tokens=4)
+    assert chat.choices[0].message.role == "assistant"
+    assert chat.usage.completion_tokens <= 4
+    assert [m.id for m in client.models.list()] == ["tiny_llm"]
+
+
+def test_a_prompt_longer_than_the_context_names_the_limit(server: harness.Server) -> None:
+    r = requests.post(f"{server.inference_url}/predictions/tiny_llm",
+                      json={"prompt": "word " * 400, "max_new_tokens": 4}, timeout=60)
+    assert r.status_code == 400
+    assert "context" in json.dumps(r.json()).lower()

@@ -1,0 +1,43 @@
+"""FrameSource.poll (continuous batching reads between steps): never waits, also right after the
+watcher thread took the socket over during a long step."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+from ts.frame_source import FrameSource
+from ts.protocol import codec
+from ts.protocol.codec import FrameType
+
+
+def test_poll_returns_at_once_after_a_long_busy_step_and_then_sees_new_frames() -> None:
+    ours, theirs = socket.socketpair()
+    pings = []
+    src = FrameSource(ours, pings.append, watch_after_s=0.02)
+    try:
+        with src.busy():
+            time.sleep(0.2)  # long enough for the watcher to hold the socket
+        result: list = []
+        t = threading.Thread(target=lambda: result.append(src.poll()), daemon=True)
+        t.start()
+        t.join(timeout=10)
+        assert not t.is_alive(), "poll() waited for a frame"
+        assert result == [None]
+        theirs.sendall(codec.encode_frame(FrameType.CANCEL, 7, b"r1"))
+        deadline = time.monotonic() + 10
+        frame = None
+        while frame is None and time.monotonic() < deadline:
+            frame = src.poll()
+        assert frame is not None and frame.type is FrameType.CANCEL and bytes(frame.body) == b"r1"
+        theirs.sendall(codec.encode_frame(FrameType.PING, 3))
+        with src.busy():  # a PING during a step is answered by the watcher, not queued
+            deadline = time.monotonic() + 10
+            while not pings and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert [f.batch_id for f in pings] == [3]
+    finally:
+        src.close()
+        ours.close()
+        theirs.close()
