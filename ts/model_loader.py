@@ -147,7 +147,7 @@ def _import_handler_module(module_name: str, model_dir: str) -> ModuleType:
         raise LoadError(
             f"handler {module_name!r} is neither a file in the model archive nor a built-in "
             "handler (base_handler, image_classifier, image_segmenter, object_detector, "
-            "text_classifier)") from None
+            "text_classifier, llm_handler, vllm_handler)") from None
 
 
 def resolve_handler(handler: str, model_dir: str) -> HandlerSpec:

@@ -27,6 +27,7 @@ BUILTIN_HANDLERS = (
     "image_segmenter",
     "dali_image_classifier",
     "vllm_handler",
+    "llm_handler",
     "trt_llm_handler",
 )
 BUILTIN_LSP_HANDLERS = ("BaseHandler", "TorchScriptHandler")

@@ -97,8 +97,9 @@ class ContinuousPipeline:
                     ev.request_id, 200, "", ev.content_type, [("ts_stream_next", "true")], bytes(ev.chunk)))
             if ev.final is not None:
                 status = int(getattr(ev, "status", 200) or 200)
+                headers = list((getattr(ev, "headers", None) or {}).items())  # e.g. Retry-After on a 503
                 self._end(ev.request_id, Response(ev.request_id, status, getattr(ev, "message", "") or "",
-                                                  ev.content_type, [], bytes(ev.final)))
+                                                  ev.content_type, headers, bytes(ev.final)))
                 touched[frame.batch_id] = frame
         if self.answer:
             for batch_id, pieces in chunks.items():

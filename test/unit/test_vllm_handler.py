@@ -1,0 +1,143 @@
+"""vllm_handler: a clear error without vLLM, and — against a stand-in ``vllm`` module with vLLM's
+LLMEngine API, backed by tserve's own engine — the same answers as llm_handler, streamed and not,
+with cancellation mapped to abort_request."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from dataclasses import dataclass, field
+
+import pytest
+from llm_support import model_fixture, one_thread_fixture, tok_fixture  # noqa: F401 - fixtures
+
+from ts.context import Context
+from ts.handler_utils.distributed.config import ModelConfigError
+from ts.llm.engine import GenerationEngine, SamplingParams
+from ts.torch_handler.llm_handler import LLMHandler
+from ts.torch_handler.vllm_handler import VLLMHandler
+
+
+def context(model_dir, cfg) -> Context:
+    return Context("tiny", str(model_dir), {"model": {}}, 4, None, "test", model_yaml_config={"handler": cfg})
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, model, tok):
+    root = tmp_path_factory.mktemp("llm")
+    model.save_pretrained(root / "tiny-llama")
+    tok.save_pretrained(root / "tiny-llama")
+    return root
+
+
+def test_without_vllm_loading_says_how_to_install_it_or_what_to_use(model_dir, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+    with pytest.raises(ModelConfigError, match=r"pip install vllm.*llm_handler"):
+        VLLMHandler().initialize(context(model_dir, {}))
+
+
+@dataclass
+class _Completion:
+    text: str = ""
+    token_ids: list = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+@dataclass
+class _Output:
+    request_id: str
+    outputs: list
+    finished: bool
+
+
+def fake_vllm(model, tok) -> types.ModuleType:
+    """vLLM's LLMEngine surface (add_request/step/abort_request/has_unfinished_requests), run by
+    tserve's GenerationEngine, so the handler's mapping is what is under test."""
+    mod = types.ModuleType("vllm")
+    seen: dict = {}
+
+    class EngineArgs:
+        def __init__(self, model: str, **kw) -> None:
+            seen["args"] = {"model": model, **kw}
+
+    class Engine:
+        def __init__(self) -> None:
+            self.inner = GenerationEngine(model, tok, max_batch_size=seen["args"]["max_num_seqs"])
+            self.done: dict[str, _Completion] = {}
+
+        @classmethod
+        def from_engine_args(cls, args):
+            return cls()
+
+        def get_tokenizer(self):
+            return tok
+
+        def add_request(self, request_id, prompt, params) -> None:
+            self.done[request_id] = _Completion()
+            self.inner.add(request_id, prompt["prompt_token_ids"], SamplingParams(
+                max_new_tokens=params["max_tokens"], temperature=params["temperature"], stop=params["stop"] or []))
+
+        def abort_request(self, request_id) -> None:
+            seen.setdefault("aborted", []).append(request_id)
+            self.inner.cancel(request_id)
+
+        def has_unfinished_requests(self) -> bool:
+            return self.inner.has_work()
+
+        def step(self):
+            outs = []
+            for u in self.inner.step():
+                c = self.done[u.seq_id]
+                c.text += u.text_delta
+                c.token_ids += u.new_token_ids
+                c.finish_reason = u.finish_reason
+                outs.append(_Output(u.seq_id, [_Completion(c.text, list(c.token_ids), c.finish_reason)], u.finished))
+            return outs
+
+    mod.EngineArgs = EngineArgs
+    mod.LLMEngine = Engine
+    mod.SamplingParams = lambda **kw: kw
+    mod.seen = seen
+    return mod
+
+
+def run(h, bodies: dict[str, dict], headers=None) -> dict[str, bytes]:
+    out: dict[str, bytes] = {rid: b"" for rid in bodies}
+    for rid, body in bodies.items():
+        h.add_request(rid, json.dumps(body).encode(), headers or {})
+    while h.has_work():
+        for ev in h.step():
+            out[ev.request_id] += (ev.chunk or b"") + (ev.final or b"")
+    return out
+
+
+def test_answers_equal_llm_handlers_streamed_and_not(model_dir, model, tok, monkeypatch) -> None:
+    vllm = fake_vllm(model, tok)
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    v = VLLMHandler()
+    v.initialize(context(model_dir, {"vllm_engine_config": {"max_model_len": 256}}))
+    assert vllm.seen["args"]["max_num_seqs"] == 4 and vllm.seen["args"]["max_model_len"] == 256
+    ref = LLMHandler()
+    ref.initialize(context(model_dir, {}))
+    bodies = {"a": {"prompt": "Once upon a time", "max_new_tokens": 8},
+              "b": {"prompt": "the quick brown fox", "max_new_tokens": 5, "stream": True}}
+    got, want = run(v, bodies), run(ref, bodies)
+    assert json.loads(got["a"])["text"] == json.loads(want["a"])["text"]
+    assert got["b"] == want["b"]
+    chat = {"c": {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "stream": True}}
+    raw = run(v, chat, {"x-tserve-openai": "chat.completions"})["c"].decode()
+    assert raw.endswith("data: [DONE]\n\n") and '"role":"assistant"' in raw
+
+
+def test_cancel_aborts_the_request_in_vllm(model_dir, model, tok, monkeypatch) -> None:
+    vllm = fake_vllm(model, tok)
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    v = VLLMHandler()
+    v.initialize(context(model_dir, {}))
+    v.add_request("x", json.dumps({"prompt": "a", "max_new_tokens": 50}).encode(), {})
+    v.step()
+    v.cancel("x")
+    assert vllm.seen["aborted"] == ["x"]
+    while v.has_work():
+        assert all(ev.request_id != "x" for ev in v.step())
