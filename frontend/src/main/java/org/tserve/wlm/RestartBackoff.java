@@ -4,7 +4,9 @@ import java.util.function.LongSupplier;
 
 /**
  * When a failed worker starts again: TorchServe's sequence of delays, reset by a lifetime that
- * loaded the model, and a limit on how long one recovery may last (maxRetryTimeoutInSec).
+ * loaded the model, and a limit on how long one recovery may last (maxRetryTimeoutInSec). A
+ * worker that had served for a while and then died starts again at once: that is a crash, not a
+ * crash loop, and every second of delay is a second with one worker fewer.
  */
 final class RestartBackoff {
     /** Seconds to wait before the n-th restart (TorchServe's sequence). */
@@ -13,15 +15,21 @@ final class RestartBackoff {
     private int retries;
     /** When the current recovery began (0: none under way). */
     private long recoveryStart;
+    /** The next start needs no delay (the last lifetime served long enough). */
+    private boolean immediate;
 
     RestartBackoff(LongSupplier millisClock) {
         this.millisClock = millisClock;
     }
 
-    /** The lifetime that just ended had loaded the model: the next failure starts a new recovery. */
-    void loaded() {
+    /**
+     * The lifetime that just ended had loaded the model: the next failure starts a new recovery,
+     * at once when that lifetime had been serving for {@code servedLongEnough}.
+     */
+    void loaded(boolean servedLongEnough) {
         retries = 0;
         recoveryStart = 0;
+        immediate = servedLongEnough;
     }
 
     /** When the recovery under way began, in clock millis (0 before the first failure). */
@@ -39,6 +47,10 @@ final class RestartBackoff {
             recoveryStart = now;
         } else if (now - recoveryStart > maxRecoverySeconds * 1000L) {
             return -1;
+        }
+        if (immediate) {
+            immediate = false;
+            return 0;
         }
         return SECONDS[Math.min(retries++, SECONDS.length - 1)];
     }

@@ -24,6 +24,8 @@ final class WorkerThread {
     private static final Logger LOG = Logger.getLogger(WorkerThread.class.getName());
     /** How often the in-flight table is swept for batches past their responseTimeout. */
     static final long SWEEP_MILLIS = 100;
+    /** A worker READY this long before it died restarts without delay ({@link RestartBackoff}). */
+    static final long SERVED_LONG_ENOUGH_MILLIS = 10_000;
 
     private final ModelManager manager;
     private final Model model;
@@ -44,6 +46,7 @@ final class WorkerThread {
     private volatile WorkerState state = WorkerState.STARTING;
     private volatile boolean stopping;
     private volatile long startTime = System.currentTimeMillis();
+    private volatile long readySince;
     private volatile WorkerProcess process;
     private volatile BackendLink link;
     private volatile ScheduledFuture<?> sweeper;
@@ -193,7 +196,7 @@ final class WorkerThread {
                     break;
                 }
                 if (end.loaded()) {
-                    backoff.loaded();
+                    backoff.loaded(System.currentTimeMillis() - readySince >= SERVED_LONG_ENOUGH_MILLIS);
                 }
                 if (!backOff(backoff, end.failure())) {
                     break;
@@ -273,6 +276,7 @@ final class WorkerThread {
     }
 
     private void ready() {
+        readySince = System.currentTimeMillis();
         state = WorkerState.READY;
         ranks.mark("READY");
         int restarts = ranks.elasticRestarts();

@@ -25,11 +25,23 @@ public class RestartBackoffTest {
         backoff.nextDelaySeconds(300);
         assertEquals(2, backoff.nextDelaySeconds(300));
         assertEquals(5_000, backoff.recoveryStart());
-        backoff.loaded();
+        backoff.loaded(false);
         assertEquals(0, backoff.recoveryStart());
         now.set(9_000);
         assertEquals(1, backoff.nextDelaySeconds(300));
         assertEquals(9_000, backoff.recoveryStart());
+    }
+
+    @Test
+    public void aWorkerThatServedLongEnoughRestartsAtOnceThenBacksOff() {
+        assertEquals(1, backoff.nextDelaySeconds(300));
+        backoff.loaded(true);
+        assertEquals("a crash after serving: no delay", 0, backoff.nextDelaySeconds(300));
+        assertEquals("it failed again before serving: the sequence", 1, backoff.nextDelaySeconds(300));
+        assertEquals(1, backoff.nextDelaySeconds(300));
+        assertEquals(2, backoff.nextDelaySeconds(300));
+        backoff.loaded(false);
+        assertEquals("a crash loop keeps its delays", 1, backoff.nextDelaySeconds(300));
     }
 
     @Test
