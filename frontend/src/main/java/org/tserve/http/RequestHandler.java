@@ -77,7 +77,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             boolean inferenceRoute = type != ConnectorType.MANAGEMENT && isInferenceRoute(seg);
             if (inferenceRoute) {
                 authorize(req, KeyType.INFERENCE);
-                if (inference.handle(ex, req, seg)) {
+                if (inference.handle(ex, req, seg, q)) {
                     return;
                 }
             }
@@ -105,9 +105,12 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             case "v1":
                 return seg.length == 3 && seg[1].equals("models") && (seg[2].endsWith(":predict") || seg[2].endsWith(":explain"));
             case "v2":
+            case "invocations":
                 return true;
+            case "models":
+                return seg.length == 3 && seg[2].equals("invoke");
             default:
-                return false;
+                return InferenceApi.isLegacyPredict(seg);
         }
     }
 
