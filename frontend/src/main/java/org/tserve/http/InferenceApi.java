@@ -8,6 +8,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.WlmException;
@@ -19,6 +20,9 @@ import org.tserve.wlm.protocol.Part;
  * /invocations and /models/{m}/invoke, and the legacy /{m}[/{v}]/predict.
  */
 final class InferenceApi {
+    /** First path segments that are never a model name of the legacy /{m}/predict route. */
+    private static final Set<String> RESERVED = Set.of("ping", "predictions", "explanations", "v1", "v2", "models",
+        "invocations", "api-description", "metrics", "token", "workflows", "wfpredict");
     private final ModelManager models;
 
     InferenceApi(ModelManager models) {
@@ -102,9 +106,6 @@ final class InferenceApi {
     static boolean isLegacyPredict(String[] seg) {
         return (seg.length == 2 || seg.length == 3) && seg[seg.length - 1].equals("predict") && !RESERVED.contains(seg[0]);
     }
-
-    private static final java.util.Set<String> RESERVED = java.util.Set.of("ping", "predictions", "explanations", "v1", "v2",
-        "models", "invocations", "api-description", "metrics", "token", "workflows", "wfpredict");
 
     /**
      * The SageMaker and legacy routes: as TorchServe, each query parameter becomes a handler input
