@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 import ts
+from ts.arg_parser import ArgParser
+from ts.version import version_line
 
 MAIN_CLASS = "org.tserve.ModelServer"
 READY_LINE = "Model server started."
@@ -210,23 +212,7 @@ def stop_process_tree(pid: int, timeout: float = STOP_TIMEOUT_S) -> bool:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torchserve", description="tserve: a TorchServe-compatible model server")
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument("--start", action="store_true", help="start the model server (the default action)")
-    action.add_argument("--stop", action="store_true", help="stop the running model server and its workers")
-    action.add_argument("-v", "--version", action="store_true", help="print the version and exit")
-    parser.add_argument("--ts-config", dest="ts_config", help="configuration file (config.properties)")
-    parser.add_argument("--model-store", dest="model_store", help="directory holding model archives")
-    parser.add_argument("--workflow-store", dest="workflow_store", help="not supported by tserve")
-    parser.add_argument("--models", nargs="+", help="models to load at startup: NAME=ARCHIVE, ARCHIVE or 'all'")
-    parser.add_argument("--log-config", dest="log_config", help="TorchServe log4j2 XML file: its logger levels apply")
-    parser.add_argument("--cpp-log-config", dest="cpp_log_config", help=argparse.SUPPRESS)
-    parser.add_argument("--foreground", action="store_true", help="stay attached to the server until it exits")
-    parser.add_argument("--no-config-snapshots", "--ncs", dest="ncs", action="store_true", help="do not write config snapshots")
-    parser.add_argument("--plugins-path", "--ppath", dest="plugins_path", help=argparse.SUPPRESS)
-    parser.add_argument("--disable-token-auth", "--dt", dest="disable_token_auth", action="store_true", help="turn off token authorization")
-    parser.add_argument("--enable-model-api", dest="enable_model_api", action="store_true", help="allow (un)registering models")
-    return parser
+    return ArgParser.ts_parser()
 
 
 def _resolve_start(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
@@ -332,6 +318,14 @@ def _follow_until_ready(proc: subprocess.Popen, stdout_path: Path, offset: int, 
     raise LauncherError(f"The server did not report '{READY_LINE}' within {timeout:.0f} s; see {stdout_path}.")
 
 
+def server_key_file(pid: int) -> Path | None:
+    """The token file the frontend wrote: `key_file.json` in its working directory."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd")) / "key_file.json"
+    except OSError:
+        return None
+
+
 def stop() -> int:
     pid = running_pid()
     if pid is None:
@@ -339,8 +333,11 @@ def stop() -> int:
         pid_file().unlink(missing_ok=True)
         return 0
     print(f"Stopping TorchServe (pid {pid})...", flush=True)
+    key_files = {Path("key_file.json").resolve(), server_key_file(pid)}
     graceful = stop_process_tree(pid)
     pid_file().unlink(missing_ok=True)
+    for key_file in key_files - {None}:  # TorchServe deletes key_file.json on --stop
+        key_file.unlink(missing_ok=True)
     print("TorchServe has stopped." if graceful else f"TorchServe did not stop within {STOP_TIMEOUT_S:.0f} s and was killed.")
     return 0
 
@@ -349,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.version:
-            print(f"tserve {ts.__version__} (TorchServe 0.12 compatible)")
+            print(version_line())
             return 0
         if args.stop:
             return stop()

@@ -31,6 +31,7 @@ if __name__ == "__main__" and not __package__:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
     sys.path.insert(0, os.path.dirname(_HERE))
 
+from ts.arg_parser import ArgParser  # noqa: E402
 from ts.frame_source import FrameSource  # noqa: E402
 from ts.protocol import codec  # noqa: E402
 from ts.protocol.codec import Frame, FrameType  # noqa: E402
@@ -322,15 +323,7 @@ class Worker:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="ts.model_service_worker", description="tserve backend worker")
-    p.add_argument("--sock-type", choices=["unix", "tcp"], default="unix")
-    p.add_argument("--sock-name", help="Unix socket path, e.g. /tmp/.ts.sock.9000")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int)
-    p.add_argument("--metrics-config", help="metrics.yaml (model_metrics are pre-registered)")
-    p.add_argument("--async", dest="async_mode", action="store_true",
-                   help="accepted for TorchServe compatibility; tserve always pipelines")
-    return p.parse_args(argv)
+    return ArgParser.extract_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,9 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_config(argv: Sequence[str] | None = None) -> ModelArchiverConfig:
-    """Parse the command line (``sys.argv`` when ``argv`` is None) into a config."""
-    args = build_parser().parse_args(argv)
-    if args.export_path is None:
+class ArgParser:
+    """TorchServe 0.12's ``model_archiver.arg_parser.ArgParser``: scripts and test suites written
+    for TorchServe patch ``export_model_args_parser`` to drive ``generate_model_archive()``."""
+
+    @staticmethod
+    def export_model_args_parser() -> argparse.ArgumentParser:
+        return build_parser()
+
+
+def config_from_args(args: argparse.Namespace) -> ModelArchiverConfig:
+    """A config from parsed arguments; an unset export path means the current directory."""
+    if getattr(args, "export_path", None) is None:
         args.export_path = os.getcwd()
     return ModelArchiverConfig.from_args(args)
+
+
+def parse_config(argv: Sequence[str] | None = None) -> ModelArchiverConfig:
+    """Parse the command line (``sys.argv`` when ``argv`` is None) into a config."""
+    return config_from_args(ArgParser.export_model_args_parser().parse_args(argv))

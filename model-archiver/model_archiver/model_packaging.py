@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .arg_parser import parse_config
+from .arg_parser import ArgParser, config_from_args
 from .artifacts import collect_entries
 from .manifest import MANIFEST_ARCNAME, manifest_json
 from .model_archiver_config import ModelArchiverConfig
@@ -79,8 +79,11 @@ def package_model(config: ModelArchiverConfig, manifest: str | None = None) -> s
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: 0 on success, 1 with one ``error:`` paragraph on stderr (argparse exits 2)."""
+    return _run(config_from_args(ArgParser.export_model_args_parser().parse_args(argv)))
+
+
+def _run(config: ModelArchiverConfig) -> int:
     logging.basicConfig(format="%(levelname)s - %(message)s")
-    config = parse_config(argv)
     try:
         package_model(config)
     except ModelArchiverError as e:
@@ -95,12 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def generate_model_archive(config: ModelArchiverConfig | None = None) -> str | None:
     """TorchServe's entry point, under the same name.
 
-    With no config it is the console script: it parses ``sys.argv`` and exits non-zero on
-    error (it returns None on success, because console scripts exit with the return value).
-    With a config it archives and returns the output path, raising ModelArchiverError.
+    With no config it is the console script: as TorchServe's, it reads its options from
+    ``ArgParser.export_model_args_parser().parse_args()`` (looked up here at call time, so a
+    patched ``model_packaging.ArgParser`` is honoured) and exits non-zero on error (it returns
+    None on success, because console scripts exit with the return value). With a config it
+    archives and returns the output path, raising ModelArchiverError.
     """
     if config is None:
-        code = main()
+        code = _run(config_from_args(ArgParser.export_model_args_parser().parse_args()))
         if code:
             sys.exit(code)
         return None

@@ -148,3 +148,18 @@ def test_java_found_on_path_and_java_home() -> None:
     java = shutil.which("java")
     assert java is not None, "the test machine needs Java (make install)"
     assert model_server.find_java() in {java, str(Path(os.environ.get("JAVA_HOME", "/x")) / "bin" / "java")}
+
+
+def test_stop_deletes_key_file(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """As TorchServe's --stop: the token file the server wrote does not outlive it."""
+    store = tmp_path / "store"
+    store.mkdir()
+    config = harness.write_config(tmp_path / "config.properties", harness.server_config(store, token_auth=True))
+    started = run_cli(["--start", "--ts-config", str(config), "--ncs"], cli_env, tmp_path)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert (tmp_path / "key_file.json").is_file()
+    finally:
+        stopped = run_cli(["--stop"], cli_env, tmp_path)
+    assert "TorchServe has stopped." in stopped.stdout
+    assert not (tmp_path / "key_file.json").exists()

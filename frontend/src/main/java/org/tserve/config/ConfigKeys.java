@@ -48,8 +48,11 @@ public final class ConfigKeys {
         k("grpc_inference_max_connection_age_grace_ms", Type.LONG, String.valueOf(Long.MAX_VALUE));
         k("grpc_management_max_connection_age_grace_ms", Type.LONG, String.valueOf(Long.MAX_VALUE));
         k("enable_grpc_ssl", Type.BOOL, "false");
-        k("private_key_file", Type.STRING, null);    // PEM key for gRPC TLS (enable_grpc_ssl)
-        k("certificate_file", Type.STRING, null);    // PEM certificate for gRPC TLS
+        k("private_key_file", Type.STRING, null);    // PEM key for https:// addresses and gRPC TLS (enable_grpc_ssl)
+        k("certificate_file", Type.STRING, null);    // PEM certificate (chain) for the same
+        k("keystore", Type.STRING, null);            // https:// addresses: a key store instead of the PEM files
+        k("keystore_pass", Type.STRING, "changeit");
+        k("keystore_type", Type.STRING, "PKCS12");
         k("model_store", Type.STRING, null);
         k("load_models", Type.STRING, null);
         k("models", Type.STRING, null);
@@ -99,9 +102,6 @@ public final class ConfigKeys {
         k("max_archive_entries", Type.LONG, "100000");
         k("max_archive_compression_ratio", Type.LONG, "200");
         // TorchServe keys accepted for compatibility but without effect in tserve
-        ignored("keystore", Type.STRING, null);
-        ignored("keystore_pass", Type.STRING, null);
-        ignored("keystore_type", Type.STRING, null);
         ignored("async_logging", Type.BOOL, "false");
         ignored("prefer_direct_buffer", Type.BOOL, "false");
         ignored("use_native_io", Type.BOOL, "true");

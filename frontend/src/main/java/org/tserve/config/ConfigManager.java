@@ -35,19 +35,22 @@ public final class ConfigManager {
     private final List<String> startupModels = new ArrayList<>();
     private final String configFile;
 
-    /** A host and port parsed from an {@code http://host:port} address. */
+    /** A host and port parsed from an {@code http[s]://host:port} address. */
     public static final class Address {
         public final String host;
         public final int port;
+        /** {@code https://}: the connector speaks TLS (see {@link org.tserve.http.TlsContexts}). */
+        public final boolean tls;
 
-        Address(String host, int port) {
+        Address(String host, int port, boolean tls) {
             this.host = host;
             this.port = port;
+            this.tls = tls;
         }
 
         @Override
         public String toString() {
-            return "http://" + host + ":" + port;
+            return (tls ? "https://" : "http://") + host + ":" + port;
         }
     }
 
@@ -259,22 +262,25 @@ public final class ConfigManager {
         return Double.parseDouble(get(key));
     }
 
-    /** Parses an {@code http://host[:port]} address key. */
+    /**
+     * Parses an {@code http[s]://host[:port]} address key; without a port, TorchServe's defaults
+     * (http 80/8081/8082, https 443/8444/8445 for inference/management/metrics).
+     */
     public Address address(String key) {
         String v = get(key);
-        int defaultPort = key.startsWith("inference") ? 80 : key.startsWith("management") ? 8081 : 8082;
+        String form = " is not an address of the form http://host:port or https://host:port";
         try {
             URI u = new URI(v);
-            if (u.getScheme() == null || !u.getScheme().equalsIgnoreCase("http") || u.getHost() == null) {
-                if (u.getScheme() != null && u.getScheme().equalsIgnoreCase("https")) {
-                    throw new ConfigException("Configuration key '" + key + "' = " + v
-                            + ": https is not supported by tserve yet; use http:// (TLS at a proxy)");
-                }
-                throw new ConfigException("Configuration key '" + key + "' = " + v + " is not an address of the form http://host:port");
+            String scheme = u.getScheme() == null ? "" : u.getScheme().toLowerCase(Locale.ROOT);
+            if (!(scheme.equals("http") || scheme.equals("https")) || u.getHost() == null) {
+                throw new ConfigException("Configuration key '" + key + "' = " + v + form);
             }
-            return new Address(u.getHost(), u.getPort() < 0 ? defaultPort : u.getPort());
+            boolean tls = scheme.equals("https");
+            int defaultPort = key.startsWith("inference") ? (tls ? 443 : 80)
+                    : key.startsWith("management") ? (tls ? 8444 : 8081) : (tls ? 8445 : 8082);
+            return new Address(u.getHost(), u.getPort() < 0 ? defaultPort : u.getPort(), tls);
         } catch (URISyntaxException e) {
-            throw new ConfigException("Configuration key '" + key + "' = " + v + " is not an address of the form http://host:port");
+            throw new ConfigException("Configuration key '" + key + "' = " + v + form);
         }
     }
 

@@ -8,6 +8,7 @@ import io.netty.channel.nio.NioEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.handler.codec.http.HttpServerCodec;
+import io.netty.handler.ssl.SslContext;
 import java.net.BindException;
 import java.util.ArrayList;
 import java.util.List;
@@ -20,7 +21,10 @@ import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.wlm.ModelManager;
 
-/** Binds the inference, management and metrics connectors (one port when two addresses are equal). */
+/**
+ * Binds the inference, management and metrics connectors (one port when two addresses are equal);
+ * {@code https://} addresses speak TLS ({@link TlsContexts}).
+ */
 public final class HttpServer {
     private final ConfigManager cfg;
     private final TokenAuthorization tokens;
@@ -34,6 +38,8 @@ public final class HttpServer {
         return t;
     });
     private final List<Channel> channels = new ArrayList<>();
+    /** The TLS context of the https:// addresses (null when all are http://). */
+    private SslContext tls;
 
     public HttpServer(ConfigManager cfg, TokenAuthorization tokens, ModelManager models, List<ServerExtension> extensions) {
         this.cfg = cfg;
@@ -47,6 +53,10 @@ public final class HttpServer {
     public void start() throws InterruptedException {
         ConfigManager.Address inf = cfg.address("inference_address");
         ConfigManager.Address mgmt = cfg.address("management_address");
+        ConfigManager.Address metrics = cfg.address("metrics_address");
+        if (inf.tls || mgmt.tls || (metrics.tls && cfg.getBool("enable_metrics_api"))) {
+            tls = TlsContexts.server(cfg);
+        }
         if (inf.host.equals(mgmt.host) && inf.port == mgmt.port) {
             bind("inference_address", inf, ConnectorType.INFERENCE_AND_MANAGEMENT);
         } else {
@@ -54,7 +64,7 @@ public final class HttpServer {
             bind("management_address", mgmt, ConnectorType.MANAGEMENT);
         }
         if (cfg.getBool("enable_metrics_api")) {
-            bind("metrics_address", cfg.address("metrics_address"), ConnectorType.METRICS);
+            bind("metrics_address", metrics, ConnectorType.METRICS);
         }
     }
 
@@ -66,6 +76,9 @@ public final class HttpServer {
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel ch) {
+                        if (a.tls) {
+                            ch.pipeline().addLast(tls.newHandler(ch.alloc()));
+                        }
                         ch.pipeline().addLast(new HttpServerCodec(8192, 65536, 65536));
                         ch.pipeline().addLast(new SizeLimitedAggregator(maxRequest));
                         ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, inference, management, extensions));

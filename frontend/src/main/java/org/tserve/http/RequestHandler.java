@@ -80,7 +80,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             }
             if (inferenceRoute) {
                 authorize(req, KeyType.INFERENCE);
-                if (inference.handle(ex, req, seg)) {
+                if (inference.handle(ex, req, seg, q)) {
                     return;
                 }
             }
@@ -113,9 +113,12 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 return OpenAiApi.route(seg) != null || seg.length == 3 && seg[1].equals("models")
                         && (seg[2].endsWith(":predict") || seg[2].endsWith(":explain"));
             case "v2":
+            case "invocations":
                 return true;
+            case "models":
+                return seg.length == 3 && seg[2].equals("invoke");
             default:
-                return false;
+                return InferenceApi.isLegacyPredict(seg);
         }
     }
 
