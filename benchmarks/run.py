@@ -22,7 +22,7 @@ from typing import Any
 from benchmarks import loadgen, models, report, scenarios, servers
 from benchmarks.scenarios import Settings
 
-ALL = ("echo", "startup", "pipeline", "limit")
+ALL = ("echo", "startup", "lifecycle", "pipeline", "limit")
 
 
 def machine() -> dict[str, Any]:
@@ -115,6 +115,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  FAILED: {exc}", flush=True)
             for name in chosen:
                 results["servers"][name]["error"] = str(exc)
+    if "lifecycle" in only:
+        from benchmarks import lifecycle
+
+        print("== lifecycle with a torch model: start, scale 1 → 4, PSS, restart after SIGKILL", flush=True)
+        try:
+            life = lifecycle.lifecycle([kinds[n] for n in chosen if n in ("tserve", "torchserve-quiet")],
+                                       stores, st.startup_repeats)
+            for name, res in life.items():
+                results["servers"][name]["lifecycle"] = res
+        except servers.ServerError as exc:
+            print(f"  FAILED: {exc}", flush=True)
     if "startup" in only:
         print("== startup (servers take turns)", flush=True)
         try:
