@@ -17,16 +17,16 @@ import java.util.Set;
 public final class ModelSettings {
     private static final Set<String> INT_KEYS = new HashSet<>(Arrays.asList(
             "minWorkers", "maxWorkers", "batchSize", "maxBatchDelay", "responseTimeout", "startupTimeout",
-            "jobQueueSize", "parallelLevel", "preprocessWorkers", "maxRetryTimeoutInSec", "maxBatchesInFlight"));
+            "jobQueueSize", "parallelLevel", "preprocessWorkers", "maxRetryTimeoutInSec", "maxBatchesInFlight",
+            "sequenceMaxIdleMSec", "sequenceTimeoutMSec", "maxSequenceJobQueueSize", "maxNumSequence"));
     /** Sections read by handlers, passed to the worker untouched. */
     private static final Set<String> HANDLER_SECTIONS = new HashSet<>(Arrays.asList(
             "handler", "pippy", "deepspeed", "tp", "accelerate", "pt2", "micro_batching", "mb_parallelism", "dali", "redis"));
     /** TorchServe keys tserve does not implement (warned about, then ignored). */
     private static final Set<String> UNSUPPORTED = new HashSet<>(Arrays.asList(
-            "clientTimeoutInMills", "useJobTicket", "sequenceBatching", "sequenceMaxIdleMSec",
-            "sequenceTimeoutMSec", "maxSequenceJobQueueSize", "maxNumSequence", "useVenv"));
+            "clientTimeoutInMills", "useJobTicket", "useVenv"));
     private static final Set<String> BOOLEAN_KEYS = new HashSet<>(Arrays.asList(
-            "postprocessInPool", "continuousBatching", "asyncCommunication"));
+            "postprocessInPool", "continuousBatching", "asyncCommunication", "sequenceBatching"));
     /** Keys of config.properties' models JSON that are not settings. */
     private static final Set<String> MODELS_JSON_ONLY = new HashSet<>(Arrays.asList(
             "defaultVersion", "marName", "runtimeType"));
@@ -55,6 +55,16 @@ public final class ModelSettings {
     public boolean continuousBatching;
     /** TorchServe's name for sending requests to a busy worker as they arrive; tserve treats it as continuousBatching. */
     public boolean asyncCommunication;
+    /** Stateful sequences (TorchServe's sequenceBatching): a sequence's requests go to one worker, in order. */
+    public boolean sequenceBatching;
+    /** Milliseconds an idle sequence keeps its worker (must be > 0 with sequenceBatching). */
+    public int sequenceMaxIdleMSec;
+    /** Milliseconds a sequence may live in all (0 = no limit). */
+    public int sequenceTimeoutMSec;
+    /** Requests of one sequence that may wait behind the one running. */
+    public int maxSequenceJobQueueSize = 1;
+    /** Sequences open at once (0 = batchSize x maxWorkers). */
+    public int maxNumSequence;
     /** How a batch that is not full is sent: {@code eager}, {@code adaptive} or {@code delay} (docs/batching.md). */
     public String dispatchPolicy = "adaptive";
 
@@ -85,6 +95,26 @@ public final class ModelSettings {
             return 2 * batchSize;
         }
         return preprocessWorkers > 0 ? preprocessWorkers + 2 : 1;
+    }
+
+    /** Sequences a stateful model keeps open at once. */
+    public int sequenceLimit() {
+        return maxNumSequence > 0 ? maxNumSequence : batchSize * Math.max(1, maxWorkers);
+    }
+
+    /** Refuses settings a stateful model cannot run with, naming the key. */
+    public void checkSequences(String model) {
+        if (!sequenceBatching) {
+            return;
+        }
+        if (sequenceMaxIdleMSec <= 0) {
+            throw new ConfigException("model " + model + ": sequenceBatching needs sequenceMaxIdleMSec > 0 (how long "
+                    + "an idle sequence keeps its worker and state), got " + sequenceMaxIdleMSec);
+        }
+        if (joinsRunningBatch()) {
+            throw new ConfigException("model " + model + ": sequenceBatching cannot be combined with "
+                    + "continuousBatching/asyncCommunication in tserve yet; set one of them");
+        }
     }
 
     /** True when requests go to the worker one by one and join its running batch (continuous batching). */
@@ -134,6 +164,10 @@ public final class ModelSettings {
                     case "preprocessWorkers": preprocessWorkers = n; break;
                     case "maxRetryTimeoutInSec": maxRetryTimeoutInSec = n; break;
                     case "maxBatchesInFlight": maxBatchesInFlight = n; break;
+                    case "sequenceMaxIdleMSec": sequenceMaxIdleMSec = n; break;
+                    case "sequenceTimeoutMSec": sequenceTimeoutMSec = n; break;
+                    case "maxSequenceJobQueueSize": maxSequenceJobQueueSize = n; break;
+                    case "maxNumSequence": maxNumSequence = n; break;
                     default: break;
                 }
             } else if (k.equals("deviceType")) {
@@ -171,6 +205,7 @@ public final class ModelSettings {
                 switch (k) {
                     case "postprocessInPool": postprocessInPool = b; break;
                     case "continuousBatching": continuousBatching = b; break;
+                    case "sequenceBatching": sequenceBatching = b; break;
                     default: asyncCommunication = b; break;
                 }
             } else if (k.equals("torchrun")) {
@@ -244,6 +279,11 @@ public final class ModelSettings {
         s.postprocessInPool = postprocessInPool;
         s.continuousBatching = continuousBatching;
         s.asyncCommunication = asyncCommunication;
+        s.sequenceBatching = sequenceBatching;
+        s.sequenceMaxIdleMSec = sequenceMaxIdleMSec;
+        s.sequenceTimeoutMSec = sequenceTimeoutMSec;
+        s.maxSequenceJobQueueSize = maxSequenceJobQueueSize;
+        s.maxNumSequence = maxNumSequence;
         s.maxRetryTimeoutInSec = maxRetryTimeoutInSec;
         s.maxBatchesInFlight = maxBatchesInFlight;
         s.dispatchPolicy = dispatchPolicy;

@@ -48,11 +48,11 @@ public final class DescribeJson {
         o.addProperty("continuousBatching", s.joinsRunningBatch());
         o.addProperty("useJobTicket", false);
         o.addProperty("useVenv", false);
-        o.addProperty("stateful", false);
-        o.addProperty("sequenceMaxIdleMSec", 0);
-        o.addProperty("sequenceTimeoutMSec", 0);
-        o.addProperty("maxNumSequence", 0);
-        o.addProperty("maxSequenceJobQueueSize", 0);
+        o.addProperty("stateful", s.sequenceBatching);
+        o.addProperty("sequenceMaxIdleMSec", s.sequenceMaxIdleMSec);
+        o.addProperty("sequenceTimeoutMSec", s.sequenceTimeoutMSec);
+        o.addProperty("maxNumSequence", s.sequenceBatching ? s.sequenceLimit() : 0);
+        o.addProperty("maxSequenceJobQueueSize", s.sequenceBatching ? s.maxSequenceJobQueueSize : 0);
         o.addProperty("loadedAtStartup", d.loadedAtStartup());
         o.addProperty("preprocessWorkers", s.preprocessWorkers);
         o.addProperty("postprocessInPool", s.postprocessInPool);

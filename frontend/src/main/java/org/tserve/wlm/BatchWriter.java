@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.BlockingDeque;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
@@ -29,8 +30,12 @@ final class BatchWriter {
     /** Jobs written by the thread that submitted them (dispatchNow), for tests. */
     private final AtomicLong directDispatches = new AtomicLong();
 
-    BatchWriter(Model model, int port, InFlightTable inFlight, BooleanSupplier stopping) {
+    /** This worker's own queue: the requests of the sequences pinned to it (stateful models). */
+    private final BlockingDeque<Job> pinned;
+
+    BatchWriter(Model model, int port, InFlightTable inFlight, BooleanSupplier stopping, BlockingDeque<Job> pinned) {
         this.model = model;
+        this.pinned = pinned;
         this.port = port;
         this.inFlight = inFlight;
         this.stopping = stopping;
@@ -51,19 +56,20 @@ final class BatchWriter {
                 // Wait for work without holding the permit: a job that finds this worker idle is
                 // then written by the thread that received it (dispatchNow), without waking this one.
                 c.permits.release();
-                Job first = model.queue.poll(200, TimeUnit.MILLISECONDS);
+                BlockingDeque<Job> queue = model.getSettings().sequenceBatching ? pinned : model.queue;
+                Job first = queue.poll(200, TimeUnit.MILLISECONDS);
                 if (first == null || first.isDone()) {   // done: cancelled by its client while queued
                     continue;
                 }
                 if (!c.permits.tryAcquire()) {   // dispatchNow took the permit meanwhile
-                    InFlightTable.requeue(List.of(first), model.queue, model.name);
+                    InFlightTable.requeue(List.of(first), queue, model.name);
                     continue;
                 }
                 ModelSettings s = model.getSettings();
                 List<Job> jobs = s.joinsRunningBatch() ? List.of(first)   // it joins the running batch at once
-                        : BatchAggregator.pollAfter(first, model.queue, s.batchSize, s.maxBatchDelay, s.dispatchPolicy);
+                        : BatchAggregator.pollAfter(first, queue, s.batchSize, s.maxBatchDelay, s.dispatchPolicy);
                 if (stopping.getAsBoolean() || !c.alive()) {
-                    InFlightTable.requeue(jobs, model.queue, model.name);
+                    InFlightTable.requeue(jobs, queue, model.name);
                     c.permits.release();
                     break;
                 }

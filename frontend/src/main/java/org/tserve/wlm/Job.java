@@ -21,7 +21,10 @@ public final class Job {
     private final Kind kind;
     private final String modelName;
     private final String version;
-    private final List<Header> headers;
+    private volatile List<Header> headers;
+    /** Headers the frontend adds to the answer (a stateful model's sequence id). */
+    private volatile List<Header> answerHeaders = List.of();
+    private volatile Runnable onDone;
     private final List<Part> parts;
     private final JobResponder responder;
     private volatile Runnable canceller;
@@ -123,10 +126,53 @@ public final class Job {
     boolean result(Response r) {
         if (done.compareAndSet(false, true)) {
             doneNanos = System.nanoTime();
+            List<Header> extra = answerHeaders;
+            if (!extra.isEmpty()) {
+                List<Header> hs = new java.util.ArrayList<>(r.headers());
+                hs.addAll(extra);
+                r = new Response(r.requestId(), r.status(), r.message(), r.contentType(), hs, r.body());
+            }
             responder.onResult(r);
+            finished();
             return true;
         }
         return false;
+    }
+
+    /** The first request header named {@code name} (case-insensitive), or null. */
+    public String header(String name) {
+        for (Header h : headers) {
+            if (h.name().equalsIgnoreCase(name)) {
+                return h.value();
+            }
+        }
+        return null;
+    }
+
+    /** Adds request headers the handler will see (before the job is dispatched). */
+    void addHeaders(List<Header> more) {
+        List<Header> all = new java.util.ArrayList<>(headers);
+        all.addAll(more);
+        headers = List.copyOf(all);
+    }
+
+    /** Adds a header to the successful answer (the client learns its sequence id). */
+    void addAnswerHeader(Header h) {
+        List<Header> all = new java.util.ArrayList<>(answerHeaders);
+        all.add(h);
+        answerHeaders = List.copyOf(all);
+    }
+
+    /** Runs once the job has been answered, whichever way (a sequence's next request may go). */
+    void onDone(Runnable r) {
+        onDone = r;
+    }
+
+    private void finished() {
+        Runnable r = onDone;
+        if (r != null) {
+            r.run();
+        }
     }
 
     /** What {@link #cancel} does where the job is now (queued: leave the queue; in flight: CANCEL to the worker). */
@@ -160,6 +206,7 @@ public final class Job {
         if (done.compareAndSet(false, true)) {
             doneNanos = System.nanoTime();
             responder.onError(status, message);
+            finished();
             return true;
         }
         return false;

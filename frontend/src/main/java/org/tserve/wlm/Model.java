@@ -28,6 +28,8 @@ final class Model {
     final AtomicInteger gpuCounter = new AtomicInteger();
     /** The validated parallelType/parallelLevel/torchrun settings (they never change once registered). */
     final TorchrunOptions dist;
+    /** Open sequences of a stateful model (sequenceBatching). */
+    final Sequences sequences = new Sequences(this, System::currentTimeMillis);
 
     Model(String name, String version, String handler, String runtime, ModelArchive archive, ModelSettings settings,
           boolean loadedAtStartup) {
@@ -78,6 +80,10 @@ final class Model {
             if (activeWorkers().isEmpty()) {
                 throw new WlmException(503, "Model \"" + name + "\" has no worker to serve " + noWorkerKind
                         + " request. Please use scale workers API to add workers.");
+            }
+            if (settings.sequenceBatching) {
+                sequences.submit(job, activeWorkers());   // to its sequence's worker, in order
+                return;
             }
             if (settings.joinsRunningBatch()) {
                 job.onCancel(() -> queue.remove(job));

@@ -45,6 +45,7 @@ public final class SettingsResolver {
         }
         s.apply(api, "register parameters", warnings);
         s.parallelLevel = distributed(name, s, warnings).parallelLevel;
+        s.checkSequences(name);
         return s;
     }
 

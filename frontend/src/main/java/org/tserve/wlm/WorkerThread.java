@@ -38,6 +38,8 @@ final class WorkerThread {
     private final int rdzvPort;
     private final RankGroup ranks;
     private final InFlightTable inFlight = new InFlightTable();
+    /** Requests of the sequences pinned to this worker (stateful models only). */
+    private final java.util.concurrent.LinkedBlockingDeque<Job> sequenceQueue;
     private final BatchWriter writer;
     private final ResponseReader reader;
     private final CompletableFuture<Void> firstLoad = new CompletableFuture<>();
@@ -64,7 +66,8 @@ final class WorkerThread {
         this.rdzvPort = rdzvPort;
         this.name = name(port, model);
         this.ranks = new RankGroup(model.dist, devices);
-        this.writer = new BatchWriter(model, port, inFlight, this::isStopping);
+        this.sequenceQueue = new java.util.concurrent.LinkedBlockingDeque<>(model.getSettings().jobQueueSize);
+        this.writer = new BatchWriter(model, port, inFlight, this::isStopping, sequenceQueue);
         this.reader = new ResponseReader(manager, model, name, port, inFlight, this::isStopping);
     }
 
@@ -120,6 +123,10 @@ final class WorkerThread {
     /** The ranks of a distributed worker (empty for a plain one). */
     List<RankDescription> getRanks() {
         return ranks.describe();
+    }
+
+    java.util.concurrent.BlockingDeque<Job> sequenceQueue() {
+        return sequenceQueue;
     }
 
     long directDispatches() {
@@ -343,6 +350,9 @@ final class WorkerThread {
                 LOG.warning(name + ": " + msg);
             }
         }
+        if (model.getSettings().sequenceBatching) {   // the handler's state for them is gone
+            model.sequences.closeFor(this, failure == null ? "stopped" : failure);
+        }
         if (failure != null && !stopping) {
             LOG.warning(name + ": worker failed: " + failure + (exit == null ? "" : " (exit status " + exit + ")"));
         }
@@ -389,6 +399,9 @@ final class WorkerThread {
 
     /** Answers 504 for every batch past its responseTimeout and restarts the backend that held it. */
     private void sweepTimeouts() {
+        if (model.getSettings().sequenceBatching) {
+            model.sequences.expire();
+        }
         for (InFlightBatch b : inFlight.takeExpired()) {
             String msg = "Model \"" + model.name + "\" did not answer within its responseTimeout of " + b.timeoutSec
                     + " s; worker " + port + " is restarted";
