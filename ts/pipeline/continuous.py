@@ -113,7 +113,9 @@ class ContinuousPipeline:
             self.step()
 
     def close(self) -> None:
-        pass
+        close = getattr(self.handler, "close", None)
+        if callable(close):  # e.g. release other ranks that follow rank 0's steps
+            close()
 
     # ------------------------------------------------------------------ bookkeeping
     def _end(self, request_id: str, response: Response) -> None:

@@ -60,9 +60,6 @@ def _continuous_pipeline(req: LoadRequest, context: Any, spec: Any, ranks: Any,
     if req.preprocess_workers:
         raise LoadError("continuousBatching and preprocessWorkers cannot be combined: the handler's "
                         "steps run the whole request; set preprocessWorkers: 0", 400)
-    if ranks.world_size > 1:
-        raise LoadError("continuousBatching runs in one process for now; remove parallelType/"
-                        "parallelLevel or set continuousBatching: false", 400)
     service = load_service(req, context, spec)
     missing = missing_hooks(service.handler)
     if missing:

@@ -15,6 +15,7 @@ section of model-config.yaml (see docs/llm.md).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from typing import Any
@@ -33,8 +34,10 @@ from ts.handler_utils.distributed.config import (
     to_dtype,
     validate_section,
 )
+from ts.handler_utils.distributed.coordinator import RankCoordinator
+from ts.handler_utils.distributed.dist_env import ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
-from ts.llm.engine import GenerationEngine, LLMRequestError
+from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
 from ts.torch_handler.base_handler import BaseHandler
 
 logger = logging.getLogger(__name__)
@@ -88,6 +91,10 @@ class LLMHandler(BaseHandler):
         self.settings: dict[str, Any] = {}
         self.model_name = ""
         self._requests: dict[str, LLMRequest] = {}
+        # tensor parallel (torchrun ranks): rank 0 schedules, the others replay its commands
+        self.coordinator: RankCoordinator | None = None
+        self.leader = True
+        self._commands: list[list[Any]] = []
 
     # ------------------------------------------------------------------ loading
     def initialize(self, context: Context) -> None:
@@ -110,8 +117,17 @@ class LLMHandler(BaseHandler):
         else:  # the checkpoint's dtype on accelerators; float32 on CPU (half precision is slow there)
             dtype = torch.float32 if self.device.type == "cpu" else "auto"
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust)
-        self.model.to(self.device)
+        info = rank_info(context)
+        if info.world_size > 1 and not (self.model_yaml_config or {}).get("continuousBatching"):
+            raise ModelConfigError("llm_handler on several ranks (parallelType tp) needs continuousBatching: true: "
+                                   "rank 0 schedules every step and the other ranks replay it")
+        if info.world_size > 1:  # torchrun ranks: the model sharded by its own tensor-parallel plan
+            ensure_process_group(info, self.device)
+            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust,
+                                                              tp_plan="auto")
+        else:
+            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust)
+            self.model.to(self.device)
         self.model.eval()
         batch_size = int(context.system_properties.get("batch_size") or 1)
         max_batch = self.settings.get("max_batch_size", batch_size)
@@ -121,6 +137,11 @@ class LLMHandler(BaseHandler):
             max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
             max_context=self.settings.get("max_context"))
         self.model_name = context.model_name
+        if info.world_size > 1:
+            self.coordinator = RankCoordinator(context.model_name, info.rank, info.world_size)
+            self.leader = info.rank == 0
+            if not self.leader:
+                self.coordinator.start_following(self._replay)
         self.initialized = True
         logger.info("LLM %s: %s on %s, max_batch_size=%d, max_tokens_per_step=%d, context %d tokens",
                     context.model_name, type(self.model).__name__, self.device, self.engine.max_batch_size,
@@ -143,6 +164,8 @@ class LLMHandler(BaseHandler):
             error_event(request_id, exc, req.kind)  # sets exc.body in the request's form
             raise
         self._requests[request_id] = req
+        if self.coordinator is not None:
+            self._commands.append(["add", request_id, list(req.prompt_ids), dataclasses.asdict(req.params)])
 
     def cancel(self, request_id: str) -> None:
         """Forget a request (its client went away): no more events for it; its slot and KV rows
@@ -150,16 +173,48 @@ class LLMHandler(BaseHandler):
         self._requests.pop(request_id, None)
         if self.engine is not None:
             self.engine.cancel(request_id)
+            if self.coordinator is not None:
+                self._commands.append(["cancel", request_id])
 
     def has_work(self) -> bool:
-        return self.engine is not None and self.engine.has_work()
+        # other ranks step when rank 0 publishes a step (their coordinator thread), never on their own
+        return self.leader and self.engine is not None and self.engine.has_work()
+
+    def _replay(self, payload: dict[str, Any]) -> list[Any]:
+        """A follower rank: rank 0's adds and cancels since the last step, then the same step (its
+        collectives line up with rank 0's; the same seed keeps sampling identical)."""
+        assert self.engine is not None
+        for command in payload["commands"]:
+            if command[0] == "add":
+                self.engine.add(command[1], command[2], SamplingParams(**command[3]))
+            else:
+                self.engine.cancel(command[1])
+        torch.manual_seed(payload["seed"])
+        return self.engine.step()
+
+    def _engine_step(self) -> list[Any]:
+        assert self.engine is not None
+        if self.coordinator is None:
+            return self.engine.step()
+        payload = {"commands": self._commands, "seed": int(torch.randint(0, 2**62, (1,)).item())}
+        self._commands = []
+
+        def local(p: dict[str, Any]) -> list[Any]:
+            torch.manual_seed(p["seed"])
+            return self.engine.step()
+        return self.coordinator.run(payload, local)
+
+    def close(self) -> None:
+        """The worker is stopping: rank 0 releases the other ranks' step loop."""
+        if self.coordinator is not None and self.leader:
+            self.coordinator.stop()
 
     def step(self) -> list[LLMEvent]:
         """One engine step; a failing step fails every request in the engine (status 500, or 507
         when out of memory) and leaves the engine empty."""
         assert self.engine is not None, "initialize() first"
         try:
-            updates = self.engine.step()
+            updates = self._engine_step()
         except Exception as exc:  # noqa: BLE001 - one broken step must not leave requests hanging
             from ts.service import is_oom
 

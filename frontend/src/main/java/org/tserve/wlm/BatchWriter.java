@@ -136,7 +136,9 @@ final class BatchWriter {
         }
         try {
             long t0 = System.nanoTime();
-            c.write(FrameType.INFERENCE, b.id, body, model.dist.usesTorchrun() && model.dist.broadcastsInference());
+            // a continuous-batching handler's rank 0 feeds the other ranks itself (its steps' commands)
+            boolean allRanks = model.dist.usesTorchrun() && model.dist.broadcastsInference() && !s.joinsRunningBatch();
+            c.write(FrameType.INFERENCE, b.id, body, allRanks);
             b.frontendNanos = System.nanoTime() - t0;
         } catch (IOException e) {
             c.die("write to worker failed: " + e.getMessage());
