@@ -51,7 +51,8 @@ $(JAR): $(FRONTEND_SOURCES) | apt
 	@$(PY) -c "import deepspeed" 2>/dev/null || DS_BUILD_OPS=0 $(PIP) install --no-build-isolation -c constraints.txt deepspeed==0.19.8
 	@touch $@
 
-demo: install
+# The demo needs neither DeepSpeed nor the other large-model libraries (make install adds them).
+demo: apt venv jar .venv/.installed
 	@bash examples/image_classifier/demo.sh
 
 test: install test-java test-python
