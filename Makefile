@@ -68,8 +68,10 @@ test-python:
 bench: install
 	@bash benchmarks/run.sh
 
+# ruff over the Python, then javac -Xlint:all -Werror over the frontend's hand-written Java (main and test).
 lint: install
 	@.venv/bin/ruff check ts model-archiver test examples benchmarks
+	@$(GRADLE) lintJava 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
 clean:
 	rm -rf build frontend/build $(JAR) .pytest_cache .coverage .coverage.*
