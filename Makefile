@@ -70,7 +70,7 @@ bench: install
 
 # ruff over the Python, then javac -Xlint:all -Werror over the frontend's hand-written Java (main and test).
 lint: install
-	@.venv/bin/ruff check ts model-archiver test examples benchmarks
+	@.venv/bin/ruff check ts model-archiver test examples benchmarks conftest.py
 	@$(GRADLE) lintJava 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
 clean:
