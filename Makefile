@@ -11,7 +11,7 @@ JAR := ts/frontend/tserve-frontend.jar
 APT_PACKAGES := openjdk-17-jdk-headless gradle protobuf-compiler protobuf-compiler-grpc-java-plugin \
   libnetty-java libgrpc-java libprotobuf-java libguava-java libperfmark-java libgoogle-common-protos-java \
   libanimal-sniffer-java liberror-prone-java libjsr305-java libgeronimo-annotation-1.3-spec-java \
-  libgoogle-gson-java libslf4j-java libyaml-snake-java junit4
+  libgoogle-gson-java libslf4j-java libyaml-snake-java junit4 libjacoco-java
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle gradle.properties
 
@@ -59,7 +59,7 @@ test: install test-java test-python
 
 test-java:
 	@echo "== Java tests"
-	@$(GRADLE) test 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
+	@$(GRADLE) test javaCoverage 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
 test-python:
 	@echo "== Python tests"
@@ -69,8 +69,10 @@ test-python:
 bench: install
 	@bash benchmarks/run.sh
 
+# ruff over the Python, then javac -Xlint:all -Werror over the frontend's hand-written Java (main and test).
 lint: install
-	@.venv/bin/ruff check ts model-archiver test examples benchmarks
+	@.venv/bin/ruff check ts model-archiver test examples benchmarks conftest.py
+	@$(GRADLE) lintJava 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
 clean:
 	rm -rf build frontend/build $(JAR) .pytest_cache .coverage .coverage.*

@@ -6,9 +6,11 @@ the real ``torch-model-archiver`` 0.12.0 from the bench venv. Both read the same
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,12 +59,16 @@ def base_specs(work: Path) -> list[ModelSpec]:
     ]
 
 
-def _config_file(spec: ModelSpec) -> str | None:
+@contextlib.contextmanager
+def _config_file(spec: ModelSpec) -> Iterator[str | None]:
+    """The spec's model-config.yaml as a file, while the archiver copies it into the archive."""
     if spec.config_yaml is None:
-        return None
-    path = Path(tempfile.mkdtemp(prefix=f"{spec.name}-cfg-")) / "model-config.yaml"
-    path.write_text(spec.config_yaml)
-    return str(path)
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix=f"{spec.name}-cfg-") as tmp:
+        path = Path(tmp) / "model-config.yaml"
+        path.write_text(spec.config_yaml)
+        yield str(path)
 
 
 def build_tserve(spec: ModelSpec, store: Path) -> Path:
@@ -70,21 +76,22 @@ def build_tserve(spec: ModelSpec, store: Path) -> Path:
     from model_archiver import ModelArchiver, ModelArchiverConfig
 
     store.mkdir(parents=True, exist_ok=True)
-    config = ModelArchiverConfig(
-        model_name=spec.name,
-        handler=spec.handler,
-        version="1.0",
-        serialized_file=spec.serialized_file,
-        model_file=None,
-        extra_files=",".join(spec.extra_files) if spec.extra_files else None,
-        runtime="python",
-        export_path=str(store),
-        archive_format="default",
-        force=True,
-        requirements_file=None,
-        config_file=_config_file(spec),
-    )
-    return Path(ModelArchiver.generate_model_archive(config))
+    with _config_file(spec) as config_file:
+        config = ModelArchiverConfig(
+            model_name=spec.name,
+            handler=spec.handler,
+            version="1.0",
+            serialized_file=spec.serialized_file,
+            model_file=None,
+            extra_files=",".join(spec.extra_files) if spec.extra_files else None,
+            runtime="python",
+            export_path=str(store),
+            archive_format="default",
+            force=True,
+            requirements_file=None,
+            config_file=config_file,
+        )
+        return Path(ModelArchiver.generate_model_archive(config))
 
 
 def build_torchserve(spec: ModelSpec, store: Path, archiver: Path) -> Path:
@@ -96,10 +103,10 @@ def build_torchserve(spec: ModelSpec, store: Path, archiver: Path) -> Path:
         cmd += ["--serialized-file", spec.serialized_file]
     if spec.extra_files:
         cmd += ["--extra-files", ",".join(spec.extra_files)]
-    cfg = _config_file(spec)
-    if cfg:
-        cmd += ["--config-file", cfg]
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    with _config_file(spec) as cfg:
+        if cfg:
+            cmd += ["--config-file", cfg]
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"torch-model-archiver failed for {spec.name}: {res.stderr.strip()}")
     return store / f"{spec.name}.mar"

@@ -360,8 +360,20 @@ def main(argv: list[str] | None = None) -> int:
         conn.close()
 
 
+def remove_multiprocessing_tempdir() -> None:
+    """os._exit skips the atexit hook that removes multiprocessing's ``pymp-*`` folder, made when
+    this process hands a tensor to the preprocess pool (torch passes its file descriptor through a
+    listener there): remove it here. Costs a mkdtemp when there was none."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        import shutil
+
+        shutil.rmtree(util.get_temp_dir(), ignore_errors=True)
+
+
 if __name__ == "__main__":
     code = main()
+    remove_multiprocessing_tempdir()
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: handler threads or CUDA contexts must not delay the exit.

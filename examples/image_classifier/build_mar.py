@@ -20,19 +20,20 @@ from model_archiver import ModelArchiver, ModelArchiverConfig  # noqa: E402
 
 def build(export_path: Path) -> Path:
     torch.manual_seed(0)
-    weights = Path(tempfile.mkdtemp(prefix="tiny_cnn-")) / "tiny_cnn.pt"
-    torch.save(TinyCNN().state_dict(), weights)
-    config = ModelArchiverConfig(
-        model_name="tiny_cnn",
-        version="1.0",
-        handler="image_classifier",
-        model_file=str(HERE / "model.py"),
-        serialized_file=str(weights),
-        extra_files=str(HERE / "index_to_name.json"),
-        export_path=str(export_path),
-        force=True,
-    )
-    return Path(ModelArchiver.generate_model_archive(config))
+    with tempfile.TemporaryDirectory(prefix="tiny_cnn-") as tmp:  # the archiver copies what it needs
+        weights = Path(tmp) / "tiny_cnn.pt"
+        torch.save(TinyCNN().state_dict(), weights)
+        config = ModelArchiverConfig(
+            model_name="tiny_cnn",
+            version="1.0",
+            handler="image_classifier",
+            model_file=str(HERE / "model.py"),
+            serialized_file=str(weights),
+            extra_files=str(HERE / "index_to_name.json"),
+            export_path=str(export_path),
+            force=True,
+        )
+        return Path(ModelArchiver.generate_model_archive(config))
 
 
 if __name__ == "__main__":

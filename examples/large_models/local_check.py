@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -137,12 +138,20 @@ REQUESTS: list[Any] = [
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("example", choices=("pippy", "tp", "deepspeed", "accelerate"))
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/tserve-large-models"))
+    parser.add_argument("--workdir", type=Path,
+                        help="keep the archive, the unpacked model and torchrun's logs here (default: a temporary folder)")
     args = parser.parse_args()
+    if args.workdir is None:
+        with tempfile.TemporaryDirectory(prefix="tserve-large-models-") as tmp:
+            return check(args.example, Path(tmp))
     args.workdir.mkdir(parents=True, exist_ok=True)
-    model_dir = build_and_unpack(args.example, args.workdir)
-    nproc = 1 if args.example == "accelerate" else 2
-    code, result, logs = run_handler(model_dir, REQUESTS, args.workdir, nproc=nproc)
+    return check(args.example, args.workdir)
+
+
+def check(example: str, workdir: Path) -> int:
+    model_dir = build_and_unpack(example, workdir)
+    nproc = 1 if example == "accelerate" else 2
+    code, result, logs = run_handler(model_dir, REQUESTS, workdir, nproc=nproc)
     if code != 0 or "responses" not in result:
         print(logs[-4000:])
         print(result.get("error", f"exit code {code}"))

@@ -25,19 +25,20 @@ def build(export_path: Path) -> Path:
         linear.bias.zero_()
         for word, index in vocab.items():
             linear.weight[1 if word in POSITIVE else 0, index] = 1.5
-    staging = Path(tempfile.mkdtemp(prefix="sentiment-"))
-    torch.jit.script(linear).save(str(staging / "sentiment.pt"))
-    (staging / "vocab.json").write_text(json.dumps(vocab))
-    config = ModelArchiverConfig(
-        model_name="sentiment",
-        version="1.0",
-        handler=str(HERE / "handler.py"),
-        serialized_file=str(staging / "sentiment.pt"),
-        extra_files=str(staging / "vocab.json"),
-        export_path=str(export_path),
-        force=True,
-    )
-    return Path(ModelArchiver.generate_model_archive(config))
+    with tempfile.TemporaryDirectory(prefix="sentiment-") as tmp:  # the archiver copies what it needs
+        staging = Path(tmp)
+        torch.jit.script(linear).save(str(staging / "sentiment.pt"))
+        (staging / "vocab.json").write_text(json.dumps(vocab))
+        config = ModelArchiverConfig(
+            model_name="sentiment",
+            version="1.0",
+            handler=str(HERE / "handler.py"),
+            serialized_file=str(staging / "sentiment.pt"),
+            extra_files=str(staging / "vocab.json"),
+            export_path=str(export_path),
+            force=True,
+        )
+        return Path(ModelArchiver.generate_model_archive(config))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ def test_server_stops_when_its_test_process_is_killed(tmp_path: Path) -> None:
         "import sys, time\n"
         f"sys.path.insert(0, {str(harness.REPO / 'test' / 'support')!r})\n"
         "import harness\n"
-        f"server = harness.Server({str(tmp_path)!r}).start()\n"
+        f"server = harness.Server({str(tmp_path)!r}, workdir={str(tmp_path / 'server')!r}).start()\n"
         "print(server.pid, flush=True)\n"
         "time.sleep(600)\n"
     )

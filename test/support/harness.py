@@ -7,6 +7,7 @@ own process group, so a test never touches another test's files or processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,6 +25,9 @@ from ts import model_server
 
 REPO = Path(__file__).resolve().parents[2]
 alive = model_server.process_alive
+# Where a Server without a `workdir` makes its own; the repository's conftest.py sets it to a folder
+# among pytest's tmp_path folders (kept for the last three runs, like them). None: the system TMPDIR.
+WORK_ROOT: Path | None = None
 
 
 def free_port() -> int:
@@ -83,25 +87,26 @@ def build_mar(
 
     export_path = Path(export_path)
     export_path.mkdir(parents=True, exist_ok=True)
-    if config_yaml is not None:
-        staging = Path(tempfile.mkdtemp(prefix=f"{model_name}-cfg-"))
-        config_file = staging / "model-config.yaml"
-        config_file.write_text(config_yaml)
-    config = ModelArchiverConfig(
-        model_name=model_name,
-        handler=str(handler),
-        version=version,
-        serialized_file=str(serialized_file) if serialized_file else None,
-        model_file=str(model_file) if model_file else None,
-        extra_files=",".join(str(f) for f in extra_files) if extra_files else None,
-        runtime=runtime,
-        export_path=str(export_path),
-        archive_format=archive_format,
-        force=True,
-        requirements_file=str(requirements_file) if requirements_file else None,
-        config_file=str(config_file) if config_file else None,
-    )
-    return Path(ModelArchiver.generate_model_archive(config))
+    with contextlib.ExitStack() as cleanup:
+        if config_yaml is not None:  # staged only while the archiver copies it into the archive
+            staging = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix=f"{model_name}-cfg-")))
+            config_file = staging / "model-config.yaml"
+            config_file.write_text(config_yaml)
+        config = ModelArchiverConfig(
+            model_name=model_name,
+            handler=str(handler),
+            version=version,
+            serialized_file=str(serialized_file) if serialized_file else None,
+            model_file=str(model_file) if model_file else None,
+            extra_files=",".join(str(f) for f in extra_files) if extra_files else None,
+            runtime=runtime,
+            export_path=str(export_path),
+            archive_format=archive_format,
+            force=True,
+            requirements_file=str(requirements_file) if requirements_file else None,
+            config_file=str(config_file) if config_file else None,
+        )
+        return Path(ModelArchiver.generate_model_archive(config))
 
 
 def _terminate_with_parent() -> None:
@@ -191,7 +196,7 @@ class Server:
         vmargs: list[str] | None = None,
     ) -> None:
         self.model_store = Path(model_store)
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="tserve-test-"))
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="tserve-test-", dir=WORK_ROOT))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_dir = self.workdir / "logs"
         self.tmp_dir = self.workdir / "tmp"

@@ -7,6 +7,7 @@ import logging
 import os
 import queue
 import sys
+import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -91,7 +92,9 @@ def _start_reader(conn: Connection) -> queue.Queue:
     return inbox
 
 
-def child_main(conn: Connection, config: Any, index: int) -> None:
+def child_main(conn: Connection, config: Any, index: int, tmpdir: str | None = None) -> None:
+    if tmpdir:
+        tempfile.tempdir = tmpdir  # the pool's folder (see PreprocessPool): removed even if this process is killed
     logging.basicConfig(level=os.environ.get("TS_WORKER_LOG_LEVEL", "INFO"), format=LOG_FORMAT, stream=sys.stdout)
     try:
         handler, context = build_handler(config)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections import deque
@@ -86,6 +88,10 @@ class PreprocessPool:
         self._wake_r, self._wake_w = self._mp.Pipe(duplex=False)
         self._closed = False
         self._manager: threading.Thread | None = None
+        # The processes' temporary folder: multiprocessing's pymp-* (where a process that passes a
+        # tensor's file descriptor listens) lands here, and goes with close() even when a process
+        # was killed and could not remove its own.
+        self._tmpdir = tempfile.mkdtemp(prefix="tserve-pool-")
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -97,7 +103,7 @@ class PreprocessPool:
         parent, child = self._mp.Pipe(duplex=True)
         from ts.pipeline.child import child_main
 
-        proc = self._mp.Process(target=child_main, args=(child, self.config, slot.index),
+        proc = self._mp.Process(target=child_main, args=(child, self.config, slot.index, self._tmpdir),
                                 name=f"preprocess-{slot.index}", daemon=True)
         proc.start()
         child.close()
@@ -148,6 +154,7 @@ class PreprocessPool:
             for task in self._pending:
                 task.future.set_exception(BatchError(503, "the worker is shutting down"))
             self._pending.clear()
+        shutil.rmtree(self._tmpdir, ignore_errors=True)
 
     # ------------------------------------------------------------------ tasks
     def submit(self, kind: str, batch_id: int, payload: dict[str, Any]) -> Task:

@@ -27,10 +27,12 @@ class WorkerProcess:
     def __init__(self, sock_dir: str | None = None, port: int = 9000, env: dict[str, str] | None = None,
                  extra_args: list[str] | None = None, connect: bool = True, start_timeout: float = 60.0,
                  cwd: str | None = None) -> None:
-        self._tmp = None if sock_dir else tempfile.TemporaryDirectory(prefix="tsw-")
-        self.sock_dir = sock_dir or self._tmp.name  # type: ignore[union-attr]
+        # The worker's TMPDIR (and socket folder unless given), removed by close(): what the worker
+        # leaves there when it is killed (its preprocess pool's folder, ...) goes with it.
+        self._tmp = tempfile.TemporaryDirectory(prefix="tsw-", ignore_cleanup_errors=True)
+        self.sock_dir = sock_dir or self._tmp.name
         self.sock_name = os.path.join(self.sock_dir, f".ts.sock.{port}")
-        full_env = dict(os.environ)
+        full_env = dict(os.environ, TMPDIR=self._tmp.name)
         full_env["PYTHONPATH"] = os.pathsep.join(
             [str(REPO)] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p])
         full_env.setdefault("OMP_NUM_THREADS", "1")
@@ -116,8 +118,7 @@ class WorkerProcess:
                 self.proc.kill()
                 self.proc.wait(10)
         self._reader.join(5)
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        self._tmp.cleanup()
 
     def __enter__(self) -> WorkerProcess:
         return self

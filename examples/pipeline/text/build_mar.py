@@ -26,20 +26,21 @@ WORDS = ["<unk>", "good", "great", "bad", "awful", "movie", "film", "plot", "act
 
 def build(export_path: Path, model_name: str = "pipeline_text") -> Path:
     torch.manual_seed(0)
-    staging = Path(tempfile.mkdtemp(prefix="pipeline_text-"))
-    weights = staging / "bag.pt"
-    torch.save(BagClassifier().state_dict(), weights)
-    vocab = staging / "vocab.json"
-    vocab.write_text(json.dumps({w: i for i, w in enumerate(WORDS)}))
-    labels = staging / "index_to_name.json"
-    labels.write_text(json.dumps({"0": "negative", "1": "neutral", "2": "positive"}))
-    config = ModelArchiverConfig(
-        model_name=model_name, version="1.0", handler=str(HERE / "handler.py"),
-        model_file=str(HERE / "bag_model.py"), serialized_file=str(weights),
-        extra_files=f"{vocab},{labels}", config_file=str(HERE / "model-config.yaml"),
-        export_path=str(export_path), force=True,
-    )
-    return Path(ModelArchiver.generate_model_archive(config))
+    with tempfile.TemporaryDirectory(prefix="pipeline_text-") as tmp:  # the archiver copies what it needs
+        staging = Path(tmp)
+        weights = staging / "bag.pt"
+        torch.save(BagClassifier().state_dict(), weights)
+        vocab = staging / "vocab.json"
+        vocab.write_text(json.dumps({w: i for i, w in enumerate(WORDS)}))
+        labels = staging / "index_to_name.json"
+        labels.write_text(json.dumps({"0": "negative", "1": "neutral", "2": "positive"}))
+        config = ModelArchiverConfig(
+            model_name=model_name, version="1.0", handler=str(HERE / "handler.py"),
+            model_file=str(HERE / "bag_model.py"), serialized_file=str(weights),
+            extra_files=f"{vocab},{labels}", config_file=str(HERE / "model-config.yaml"),
+            export_path=str(export_path), force=True,
+        )
+        return Path(ModelArchiver.generate_model_archive(config))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@ package org.tserve.dist;
 
 /** A worker needs more free devices than the server has; the message says how many of each. */
 public final class InsufficientDevicesException extends Exception {
+    private static final long serialVersionUID = 1L;
+
     private final int needed;
     private final int free;
 
