@@ -150,7 +150,12 @@ public final class ModelServer {
         }
         http = new HttpServer(cfg, tokens, models, extensions);
         http.start();
-        loadStartupModels(store);
+        models.setLoadingStartupModels(true);   // /ping and readiness say Unhealthy until they are loaded
+        try {
+            loadStartupModels(store);
+        } finally {
+            models.setLoadingStartupModels(false);
+        }
         LOG.info("Inference API bound to " + cfg.address("inference_address") + ", management API bound to "
                 + cfg.address("management_address"));
         System.out.println("Model server started.");
