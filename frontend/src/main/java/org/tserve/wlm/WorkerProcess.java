@@ -15,6 +15,7 @@ import java.util.logging.Logger;
 import java.util.regex.Pattern;
 import org.tserve.dist.DeviceReservation;
 import org.tserve.dist.TorchrunOptions;
+import org.tserve.util.BoundedLines;
 import org.tserve.util.Logging;
 
 /**
