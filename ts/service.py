@@ -141,9 +141,20 @@ def classify_exception(exc: BaseException, model_name: str) -> BatchError:
         return BatchError(int(exc.error_code), exc.message)
     if is_oom(exc):
         logger.error("model %s: out of memory in handler: %s", model_name, exc)
-        return BatchError(507, f"out of memory: {exc}")
+        return BatchError(507, f"out of memory: {exc}" if send_error_detail() else "out of memory in the model's handler")
     logger.exception("model %s: handler raised %s", model_name, type(exc).__name__)
+    if not send_error_detail():
+        return BatchError(500, GENERIC_HANDLER_ERROR)
     return BatchError(500, f"{type(exc).__name__}: {exc}")
+
+
+# what clients get for a handler exception with send_error_detail=false (the detail is logged)
+GENERIC_HANDLER_ERROR = "The model's handler failed on this request; the details are in the server's model log"
+
+
+def send_error_detail() -> bool:
+    """The frontend's `send_error_detail` (TS_SEND_ERROR_DETAIL): handler exception text goes to clients."""
+    return os.environ.get("TS_SEND_ERROR_DETAIL", "true").lower() != "false"
 
 
 def check_results(ret: Any, batch_size: int) -> list[Any]:

@@ -2,12 +2,14 @@
 
 Each request's input is a command: ``flood:<MB>`` writes that many MB to stdout without a line
 break (then one), ``header-crlf`` / ``reason-crlf`` / ``header-name`` answer with a header value,
-reason phrase or header name the HTTP encoder must refuse. Anything else is echoed.
+reason phrase or header name the HTTP encoder must refuse, ``sleep:<s>`` answers after that many
+seconds, ``raise:<text>`` raises RuntimeError(text). Anything else is echoed.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 from ts.context import Context
@@ -26,6 +28,10 @@ def handle(data: list[dict[str, Any]] | None, context: Context) -> list[Any]:
                 sys.stdout.write(chunk)
             sys.stdout.write("\nflood done\n")
             sys.stdout.flush()
+        elif text.startswith("sleep:"):
+            time.sleep(float(text.split(":", 1)[1]))
+        elif text.startswith("raise:"):
+            raise RuntimeError(text.split(":", 1)[1])
         elif text == "header-crlf":
             context.set_response_header(idx, "x-bad", "a\r\nInjected-Header: 1")
         elif text == "reason-crlf":

@@ -135,7 +135,8 @@ public final class ModelServer {
         }
         WorkerEnvironment env = new WorkerEnvironment(cfg.getPython(), socketDir, home, metricsCfg,
                 cfg.getBool("decode_input_request"), cfg.get("worker_socket_type").equals("tcp"), cfg.get("blacklist_env_vars"),
-                cfg.getBool("limit_max_image_pixels"), cfg.get("service_envelope"), warmStart);
+                cfg.getBool("limit_max_image_pixels"), cfg.get("service_envelope"), warmStart)
+                .withSendErrorDetail(cfg.getBool("send_error_detail"));
         org.tserve.archive.ExtractionLimits.setCurrent(new org.tserve.archive.ExtractionLimits(
                 cfg.getLong("max_archive_extracted_size"), cfg.getLong("max_archive_entries"),
                 cfg.getLong("max_archive_compression_ratio")));
@@ -150,7 +151,12 @@ public final class ModelServer {
         }
         http = new HttpServer(cfg, tokens, models, extensions);
         http.start();
-        loadStartupModels(store);
+        models.setLoadingStartupModels(true);   // /ping and readiness say Unhealthy until they are loaded
+        try {
+            loadStartupModels(store);
+        } finally {
+            models.setLoadingStartupModels(false);
+        }
         LOG.info("Inference API bound to " + cfg.address("inference_address") + ", management API bound to "
                 + cfg.address("management_address"));
         System.out.println("Model server started.");

@@ -3,26 +3,38 @@ package org.tserve.auth;
 import com.google.gson.GsonBuilder;
 import com.google.gson.JsonObject;
 import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.security.MessageDigest;
 import java.security.SecureRandom;
 import java.time.Instant;
 import java.util.Base64;
 import java.util.Locale;
+import java.util.function.LongSupplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
  * TorchServe's token authorization: management, inference and API keys written to
  * {@code key_file.json} (mode 0600) in the working directory, checked as
- * {@code Authorization: Bearer <key>}, rotated with {@code /token?type=}.
+ * {@code Authorization: Bearer <key>}, rotated with {@code /token?type=}. Keys carry 128 random
+ * bits (TorchServe: 48) and are compared in constant time; an address that fails
+ * {@value FailureThrottle#LIMIT} checks within a minute is refused until the minute ends.
  */
 public final class TokenAuthorization {
     /** Which key an API needs. */
     public enum KeyType { MANAGEMENT, INFERENCE, API }
+
+    /** The outcome of {@link #verify}. */
+    public enum Verdict { ALLOWED, DENIED, THROTTLED }
+
+    /** Random bytes per key: 128 bits, 22 URL-safe base64 characters. */
+    static final int KEY_BYTES = 16;
 
     private static final Pattern BEARER = Pattern.compile("^Bearer\\s+(\\S+)$");
     private final boolean enabled;
@@ -34,11 +46,19 @@ public final class TokenAuthorization {
     private String apiKey;
     private Instant managementExpiry;
     private Instant inferenceExpiry;
+    private final FailureThrottle throttle;
+    private final LongSupplier clock;
 
     public TokenAuthorization(boolean enabled, Path file, double expirationMinutes) {
+        this(enabled, file, expirationMinutes, new FailureThrottle(), System::currentTimeMillis);
+    }
+
+    TokenAuthorization(boolean enabled, Path file, double expirationMinutes, FailureThrottle throttle, LongSupplier clock) {
         this.enabled = enabled;
         this.file = file;
         this.expirationMinutes = expirationMinutes;
+        this.throttle = throttle;
+        this.clock = clock;
     }
 
     public boolean isEnabled() {
@@ -59,7 +79,7 @@ public final class TokenAuthorization {
     }
 
     private String newKey() {
-        byte[] b = new byte[6];
+        byte[] b = new byte[KEY_BYTES];
         random.nextBytes(b);
         return Base64.getUrlEncoder().withoutPadding().encodeToString(b);
     }
@@ -104,12 +124,55 @@ public final class TokenAuthorization {
         Instant now = Instant.now();
         switch (type) {
             case MANAGEMENT:
-                return token.equals(managementKey) && now.isBefore(managementExpiry);
+                return same(token, managementKey) && now.isBefore(managementExpiry);
             case INFERENCE:
-                return token.equals(inferenceKey) && now.isBefore(inferenceExpiry);
+                return same(token, inferenceKey) && now.isBefore(inferenceExpiry);
             default:
-                return token.equals(apiKey);
+                return same(token, apiKey);
         }
+    }
+
+    /** Constant-time comparison (the time does not depend on where the strings differ). */
+    private static boolean same(String token, String key) {
+        return key != null && MessageDigest.isEqual(token.getBytes(StandardCharsets.UTF_8), key.getBytes(StandardCharsets.UTF_8));
+    }
+
+    /**
+     * {@link #check} for a request from {@code client} (an address): a failure is counted, and an
+     * address with too many recent failures is refused without checking its token.
+     */
+    public synchronized Verdict verify(KeyType type, String authorizationHeader, String client) {
+        if (!enabled) {
+            return Verdict.ALLOWED;
+        }
+        long now = clock.getAsLong();
+        if (throttle.retryAfterMillis(client, now) > 0) {
+            return Verdict.THROTTLED;
+        }
+        if (check(type, authorizationHeader)) {
+            return Verdict.ALLOWED;
+        }
+        throttle.failed(client, now);
+        return Verdict.DENIED;
+    }
+
+    /** Seconds until a throttled {@code client} may try again (at least 1). */
+    public synchronized long retryAfterSeconds(String client) {
+        return Math.max(1, (throttle.retryAfterMillis(client, clock.getAsLong()) + 999) / 1000);
+    }
+
+    /** The client's IP address (without the port), the unit token failures are counted in. */
+    public static String clientAddress(SocketAddress a) {
+        if (a instanceof InetSocketAddress && ((InetSocketAddress) a).getAddress() != null) {
+            return ((InetSocketAddress) a).getAddress().getHostAddress();
+        }
+        return String.valueOf(a);
+    }
+
+    /** The message for a throttled client. */
+    public static String throttledMessage(String client, long retryAfterSeconds) {
+        return "Too many failed token checks from " + client + " (" + FailureThrottle.LIMIT + " within a minute): "
+                + "requests from this address are refused for " + retryAfterSeconds + " s";
     }
 
     /** The message for a failed check, naming the key the API needs. */

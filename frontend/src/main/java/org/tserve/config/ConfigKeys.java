@@ -101,6 +101,20 @@ public final class ConfigKeys {
         k("max_archive_extracted_size", Type.LONG, "68719476736");
         k("max_archive_entries", Type.LONG, "100000");
         k("max_archive_compression_ratio", Type.LONG, "200");
+        // connections (all HTTP connectors together; 0 = no cap) and their time limits in seconds (0 = none):
+        // idle = no request in flight and no traffic; read = from a request's first byte to its last
+        k("max_connections", Type.INT, "10000");
+        k("connection_idle_timeout", Type.INT, "120");
+        k("request_read_timeout", Type.INT, "60");
+        // per-model pip installs (install_py_dep_per_model): seconds pip may run (0 = no limit), and
+        // whether pip may build source distributions (false: --only-binary :all:, no build code runs)
+        k("install_py_dep_timeout", Type.INT, "600");
+        k("install_py_dep_allow_source_builds", Type.BOOL, "false");
+        // workers a scale or register may leave running (0 = no cap): one model, and the whole server
+        k("max_workers_per_model", Type.INT, "256");
+        k("max_workers", Type.INT, "1024");
+        // handler exception text in error answers (false: a generic message; the detail stays in model_log.log)
+        k("send_error_detail", Type.BOOL, "true");
         // TorchServe keys accepted for compatibility but without effect in tserve
         ignored("async_logging", Type.BOOL, "false");
         ignored("prefer_direct_buffer", Type.BOOL, "false");

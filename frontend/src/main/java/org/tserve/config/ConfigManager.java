@@ -195,7 +195,8 @@ public final class ConfigManager {
             }
         }
         for (String k : new String[] {"default_response_timeout", "default_startup_timeout", "unregister_model_timeout",
-            "default_workers_per_model", "number_of_netty_threads"}) {
+            "default_workers_per_model", "number_of_netty_threads", "max_workers_per_model", "max_workers",
+            "max_connections", "connection_idle_timeout", "request_read_timeout", "install_py_dep_timeout"}) {
             if (getInt(k) < 0) {
                 throw new ConfigException("Configuration key '" + k + "' must not be negative, got " + get(k));
             }

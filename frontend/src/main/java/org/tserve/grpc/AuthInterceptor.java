@@ -1,5 +1,6 @@
 package org.tserve.grpc;
 
+import io.grpc.Grpc;
 import io.grpc.Metadata;
 import io.grpc.ServerCall;
 import io.grpc.ServerCallHandler;
@@ -28,11 +29,20 @@ final class AuthInterceptor implements ServerInterceptor {
     @Override
     public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
                                                       ServerCallHandler<Q, R> next) {
-        if (auth == null || !auth.isEnabled() || auth.check(type, headers.get(AUTHORIZATION))) {
+        if (auth == null || !auth.isEnabled()) {
             return next.startCall(call, headers);
         }
-        LOG.info("gRPC " + call.getMethodDescriptor().getFullMethodName() + ": token authorization failed");
-        call.close(Status.UNAUTHENTICATED.withDescription(TokenAuthorization.failureMessage(type)), new Metadata());
+        String client = TokenAuthorization.clientAddress(call.getAttributes().get(Grpc.TRANSPORT_ATTR_REMOTE_ADDR));
+        TokenAuthorization.Verdict v = auth.verify(type, headers.get(AUTHORIZATION), client);
+        if (v == TokenAuthorization.Verdict.ALLOWED) {
+            return next.startCall(call, headers);
+        }
+        LOG.info("gRPC " + call.getMethodDescriptor().getFullMethodName() + ": token authorization failed"
+                + (v == TokenAuthorization.Verdict.THROTTLED ? " (throttled)" : ""));
+        Status status = v == TokenAuthorization.Verdict.THROTTLED
+                ? Status.RESOURCE_EXHAUSTED.withDescription(TokenAuthorization.throttledMessage(client, auth.retryAfterSeconds(client)))
+                : Status.UNAUTHENTICATED.withDescription(TokenAuthorization.failureMessage(type));
+        call.close(status, new Metadata());
         return new ServerCall.Listener<Q>() {
         };
     }

@@ -39,7 +39,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
     @Override
     public void ping(Empty request, StreamObserver<TorchServeHealthResponse> out) {
         JsonObject o = new JsonObject();
-        o.addProperty("status", models.isHealthy() ? "Healthy" : "Unhealthy");
+        o.addProperty("status", models.health().text);
         String health = new GsonBuilder().setPrettyPrinting().create().toJson(o) + "\n";
         out.onNext(TorchServeHealthResponse.newBuilder().setHealth(health).build());
         out.onCompleted();

@@ -51,7 +51,7 @@ final class OpenInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
 
     @Override
     public void serverReady(ServerReadyRequest request, StreamObserver<ServerReadyResponse> out) {
-        out.onNext(ServerReadyResponse.newBuilder().setReady(models.isHealthy()).build());
+        out.onNext(ServerReadyResponse.newBuilder().setReady(models.health().ready()).build());
         out.onCompleted();
     }
 

@@ -15,6 +15,7 @@ import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.tserve.ServerExtension;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.ConfigException;
@@ -38,6 +39,8 @@ public final class HttpServer {
         return t;
     });
     private final List<Channel> channels = new ArrayList<>();
+    /** Open connections over all connectors (max_connections). */
+    private final AtomicInteger openConnections = new AtomicInteger();
     /** The TLS context of the https:// addresses (null when all are http://). */
     private SslContext tls;
 
@@ -72,14 +75,23 @@ public final class HttpServer {
         InferenceApi inference = new InferenceApi(models);
         ManagementApi management = new ManagementApi(models, cfg, tokens, blocking);
         int maxRequest = cfg.getInt("max_request_size");
+        int maxConnections = cfg.getInt("max_connections");
+        int idle = cfg.getInt("connection_idle_timeout");
+        int read = cfg.getInt("request_read_timeout");
         ServerBootstrap b = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel ch) {
+                        if (!ConnectionGuard.admit(ch, openConnections, maxConnections, a.tls)) {
+                            return;
+                        }
                         if (a.tls) {
                             ch.pipeline().addLast(tls.newHandler(ch.alloc()));
                         }
+                        ConnectionGuard guard = new ConnectionGuard(idle, read);
+                        ch.pipeline().addLast(guard.bytes());
                         ch.pipeline().addLast(new HttpServerCodec(8192, 65536, 65536));
+                        ch.pipeline().addLast(guard.messages());
                         ch.pipeline().addLast(new SizeLimitedAggregator(maxRequest));
                         ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, inference, management, extensions));
                     }

@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.tserve.wlm.Health;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.WlmException;
@@ -46,10 +47,10 @@ final class InferenceApi {
                 if (seg.length != 1) {
                     return false;
                 }
-                boolean healthy = models.isHealthy();
+                Health health = models.health();
                 JsonObject o = new JsonObject();
-                o.addProperty("status", healthy ? "Healthy" : "Unhealthy");
-                ex.sendJson(healthy ? 200 : 500, o);
+                o.addProperty("status", health.text);
+                ex.sendJson(health.ready() ? 200 : 500, o);
                 return true;
             case "predictions":
             case "explanations":

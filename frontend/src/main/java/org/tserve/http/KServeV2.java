@@ -41,7 +41,7 @@ final class KServeV2 {
                 return true;
             }
             if (seg[2].equals("ready")) {
-                boolean ready = models.isHealthy();
+                boolean ready = models.health().ready();
                 o.addProperty("ready", ready);
                 ex.sendJson(ready ? 200 : 503, o);
                 return true;

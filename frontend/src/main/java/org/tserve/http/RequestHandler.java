@@ -79,13 +79,13 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 ex.useOpenAiErrors();   // from the token check on, errors take OpenAI's shape
             }
             if (inferenceRoute) {
-                authorize(req, KeyType.INFERENCE);
+                authorize(ctx, req, KeyType.INFERENCE);
                 if (inference.handle(ex, req, seg, q)) {
                     return;
                 }
             }
             if (type != ConnectorType.INFERENCE) {
-                authorize(req, seg[0].equals("token") && seg.length == 1 ? KeyType.API : KeyType.MANAGEMENT);
+                authorize(ctx, req, seg[0].equals("token") && seg.length == 1 ? KeyType.API : KeyType.MANAGEMENT);
                 if (management.handle(ex, req, seg, q)) {
                     return;
                 }
@@ -122,9 +122,16 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
         }
     }
 
-    private void authorize(FullHttpRequest req, KeyType key) throws HttpError {
-        if (!tokens.check(key, req.headers().get(HttpHeaderNames.AUTHORIZATION))) {
-            throw new HttpError(401, "InvalidKeyException", TokenAuthorization.failureMessage(key));
+    private void authorize(ChannelHandlerContext ctx, FullHttpRequest req, KeyType key) throws HttpError {
+        String client = TokenAuthorization.clientAddress(ctx.channel().remoteAddress());
+        switch (tokens.verify(key, req.headers().get(HttpHeaderNames.AUTHORIZATION), client)) {
+            case ALLOWED:
+                return;
+            case THROTTLED:
+                throw new HttpError(429, "TooManyRequestsException",
+                        TokenAuthorization.throttledMessage(client, tokens.retryAfterSeconds(client)));
+            default:
+                throw new HttpError(401, "InvalidKeyException", TokenAuthorization.failureMessage(key));
         }
     }
 

@@ -26,7 +26,7 @@ final class SizeLimitedAggregator extends HttpObjectAggregator {
     }
 
     /** TorchServe's error JSON for {@code status}. */
-    private static FullHttpResponse error(HttpResponseStatus status, String type, String message) {
+    static FullHttpResponse error(HttpResponseStatus status, String type, String message) {
         com.google.gson.JsonObject o = new com.google.gson.JsonObject();
         o.addProperty("code", status.code());
         o.addProperty("type", type);

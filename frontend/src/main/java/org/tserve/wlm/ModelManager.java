@@ -21,6 +21,7 @@ public final class ModelManager {
     private final WlmListeners listeners = new WlmListeners();
     private final ModelRegistry registry = new ModelRegistry();
     private final WorkerScaler scaler;
+    private volatile boolean loadingStartupModels;
     private final ModelRegistrar registrar;
     private final ModelDescriber describer;
     private volatile boolean shuttingDown;
@@ -140,14 +141,34 @@ public final class ModelManager {
         return registry.find(name, version);
     }
 
-    /** Healthy when every model's default version has at least minWorkers workers that did not give up. */
-    public boolean isHealthy() {
+    /** Marks the startup models as loading (the server answers requests meanwhile, but is not ready). */
+    public void setLoadingStartupModels(boolean loading) {
+        loadingStartupModels = loading;
+    }
+
+    /**
+     * UNHEALTHY while the startup models load, or when a model's default version with minWorkers
+     * above 0 has no READY worker because its workers failed (restart backoff, reloading, given
+     * up); PARTIAL when one has fewer READY workers than minWorkers (also while a newly added
+     * worker loads for the first time); else HEALTHY.
+     */
+    public Health health() {
+        if (loadingStartupModels) {
+            return Health.UNHEALTHY;
+        }
+        Health h = Health.HEALTHY;
         for (Model m : registry.defaults()) {
-            if (m.activeWorkers().size() < m.getSettings().minWorkers) {
-                return false;
+            int min = m.getSettings().minWorkers;
+            List<WorkerThread> active = m.activeWorkers();
+            long ready = active.stream().filter(w -> w.getState() == WorkerState.READY).count();
+            if (min > 0 && ready == 0 && (active.isEmpty() || active.stream().anyMatch(WorkerThread::isDown))) {
+                return Health.UNHEALTHY;
+            }
+            if (ready < min) {
+                h = Health.PARTIAL;
             }
         }
-        return true;
+        return h;
     }
 
     /** Stops everything: queued jobs get 503, in-flight batches finish (bounded), workers exit. */

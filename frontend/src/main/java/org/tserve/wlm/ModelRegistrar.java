@@ -56,7 +56,8 @@ final class ModelRegistrar {
         try {
             if (cfg.getBool("install_py_dep_per_model") && archive.getManifest().requirementsFile != null) {
                 LOG.info("Installing Python dependencies of model " + model.name + " from " + archive.getManifest().requirementsFile);
-                DependencyInstaller.install(env.python, model.name, archive);
+                DependencyInstaller.install(env.python, model.name, archive, new DependencyInstaller.Options(
+                        cfg.getInt("install_py_dep_timeout"), cfg.getBool("install_py_dep_allow_source_builds")));
             }
         } catch (ArchiveException e) {
             removeModel(model, "registration failed");

@@ -19,6 +19,8 @@ public final class WorkerEnvironment {
     public final String serviceEnvelope;
     /** The zygote plain workers are forked from, or null (every worker starts cold). */
     public final WarmStarter warmStart;
+    /** {@code send_error_detail}: handler exception text reaches clients (else a generic message; the worker logs it). */
+    public final boolean sendErrorDetail;
 
     public WorkerEnvironment(String python, Path socketDir, String modelServerHome, String metricsConfig,
                              boolean decodeInputRequest, boolean useTcp, String envBlacklist,
@@ -30,6 +32,15 @@ public final class WorkerEnvironment {
     public WorkerEnvironment(String python, Path socketDir, String modelServerHome, String metricsConfig,
                              boolean decodeInputRequest, boolean useTcp, String envBlacklist,
                              boolean limitMaxImagePixels, String serviceEnvelope, WarmStarter warmStart) {
+        this(python, socketDir, modelServerHome, metricsConfig, decodeInputRequest, useTcp, envBlacklist,
+                limitMaxImagePixels, serviceEnvelope, warmStart, true);
+    }
+
+    private WorkerEnvironment(String python, Path socketDir, String modelServerHome, String metricsConfig,
+                              boolean decodeInputRequest, boolean useTcp, String envBlacklist,
+                              boolean limitMaxImagePixels, String serviceEnvelope, WarmStarter warmStart,
+                              boolean sendErrorDetail) {
+        this.sendErrorDetail = sendErrorDetail;
         this.warmStart = warmStart;
         this.python = python;
         this.socketDir = socketDir;
@@ -40,5 +51,11 @@ public final class WorkerEnvironment {
         this.envBlacklist = envBlacklist == null ? "" : envBlacklist;
         this.limitMaxImagePixels = limitMaxImagePixels;
         this.serviceEnvelope = serviceEnvelope == null ? "" : serviceEnvelope;
+    }
+
+    /** This environment with {@code send_error_detail} set. */
+    public WorkerEnvironment withSendErrorDetail(boolean send) {
+        return new WorkerEnvironment(python, socketDir, modelServerHome, metricsConfig, decodeInputRequest, useTcp,
+                envBlacklist, limitMaxImagePixels, serviceEnvelope, warmStart, send);
     }
 }

@@ -15,6 +15,7 @@ import java.util.logging.Logger;
 import java.util.regex.Pattern;
 import org.tserve.dist.DeviceReservation;
 import org.tserve.dist.TorchrunOptions;
+import org.tserve.util.BoundedLines;
 import org.tserve.util.Logging;
 
 /**
@@ -111,6 +112,7 @@ final class WorkerProcess {
         }
         e.put("PYTHONPATH", String.join(File.pathSeparator, path));
         e.put("TS_DECODE_INPUT_REQUEST", String.valueOf(env.decodeInputRequest));
+        e.put("TS_SEND_ERROR_DETAIL", String.valueOf(env.sendErrorDetail));
         e.put("PYTHONUNBUFFERED", "1");
         e.put("TS_ZYGOTE_FALLBACK_PYTHON", env.python);   // the launcher's cold start, if it has to
         String tag = ProcessHandle.current().pid() + "-" + workerName + "-" + System.nanoTime();

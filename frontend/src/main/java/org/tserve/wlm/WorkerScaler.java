@@ -29,6 +29,8 @@ final class WorkerScaler {
     private final DeviceAllocator devices;
     /** Rank sockets and rendezvous port of torchrun workers, from initial_distribution_port. */
     private final PortBlockAllocator distPorts;
+    /** Workers started and not yet stopped for good, over all models (for max_workers). */
+    private int liveWorkers;
 
     WorkerScaler(ModelManager owner, ConfigManager cfg, DeviceAllocator devices, PortBlockAllocator distPorts) {
         this.owner = owner;
@@ -46,12 +48,20 @@ final class WorkerScaler {
         ModelSettings s = model.getSettings();
         TorchrunOptions d = model.dist;
         List<WorkerThread> out = new ArrayList<>();
+        synchronized (this) {
+            checkCaps(model.name, model.activeWorkers().size(), n, liveWorkers, cfg.getInt("max_workers_per_model"),
+                    cfg.getInt("max_workers"));
+            liveWorkers += n;
+        }
         try {
             for (int i = 0; i < n; i++) {
                 out.add(newWorker(model, s, d, i, n));
             }
         } catch (WlmException e) {
             out.forEach(this::releaseResources);
+            synchronized (this) {
+                liveWorkers -= n;
+            }
             throw e;
         }
         for (WorkerThread w : out) {
@@ -59,6 +69,21 @@ final class WorkerScaler {
             w.start();
         }
         return out;
+    }
+
+    /**
+     * Refuses (400, naming the key) adding {@code adding} workers to a model that has {@code have}
+     * when that passes {@code max_workers_per_model} or the server's {@code max_workers} (0 = no cap).
+     */
+    static void checkCaps(String model, int have, int adding, int live, int perModel, int total) throws WlmException {
+        if (perModel > 0 && have + adding > perModel) {
+            throw new WlmException(400, "Model " + model + ": " + (have + adding) + " workers requested, but "
+                    + "max_workers_per_model (config.properties) allows at most " + perModel);
+        }
+        if (total > 0 && live + adding > total) {
+            throw new WlmException(400, "Model " + model + ": " + adding + " more workers requested, but the server runs "
+                    + live + " and max_workers (config.properties) allows at most " + total);
+        }
     }
 
     /** Worker {@code i} of {@code n}, its port(s) and devices reserved, not started. */
@@ -228,7 +253,11 @@ final class WorkerScaler {
 
     /** A worker thread has stopped for good: its resources go back, and a model left without workers fails its queue. */
     void workerStopped(Model model, WorkerThread w) {
-        model.workers.remove(w);
+        if (model.workers.remove(w)) {
+            synchronized (this) {
+                liveWorkers--;
+            }
+        }
         releaseResources(w);
         if (model.activeWorkers().isEmpty() && !model.queue.isEmpty() && w.getState() == WorkerState.STOPPED
                 && !w.isStopping()) {

@@ -150,6 +150,12 @@ final class WorkerThread {
         return c.ping();
     }
 
+    /** Failed and not serving again yet: in restart backoff, or reloading after its first load ended. */
+    boolean isDown() {
+        WorkerState s = state;
+        return s == WorkerState.RESTARTING || s == WorkerState.STARTING && firstLoad.isDone();
+    }
+
     /** Completes when the first model load succeeded; fails with a WlmException when it did not. */
     CompletableFuture<Void> firstLoad() {
         return firstLoad;

@@ -7,7 +7,7 @@
  *   <li>{@link org.tserve.wlm.ModelManager}: {@code register(RegisterRequest)},
  *       {@code scale(name, version, min, max, synchronous)}, {@code unregister(name, version)},
  *       {@code setDefault(name, version)}, {@code describe(name, version)}, {@code list(limit, pageToken)},
- *       {@code submit(Job)}, {@code isHealthy()}, {@code addListener(WlmListener)}, {@code shutdown()}.
+ *       {@code submit(Job)}, {@code health()}, {@code addListener(WlmListener)}, {@code shutdown()}.
  *       Management calls return a {@link org.tserve.wlm.StatusResult} (HTTP-style status + message) or
  *       plain description objects; failures throw {@link org.tserve.wlm.WlmException} carrying an
  *       HTTP-style status (400, 403, 404, 405, 409, 500, 503, 507) and a message for the client.</li>

@@ -149,4 +149,41 @@ public class WorkerScalerTest {
             }
         }
     }
+
+    @Test
+    public void workerCapsNameTheirKey() throws Exception {
+        WorkerScaler.checkCaps("m", 0, 2, 0, 2, 0);
+        WorkerScaler.checkCaps("m", 1, 1, 5, 0, 6);
+        try {
+            WorkerScaler.checkCaps("m", 1, 2, 0, 2, 0);
+            fail("3 workers pass max_workers_per_model=2");
+        } catch (WlmException e) {
+            assertEquals(400, e.getStatus());
+            assertTrue(e.getMessage(), e.getMessage().contains("max_workers_per_model"));
+        }
+        try {
+            WorkerScaler.checkCaps("m", 0, 2, 5, 0, 6);
+            fail("7 workers pass max_workers=6");
+        } catch (WlmException e) {
+            assertEquals(400, e.getStatus());
+            assertTrue(e.getMessage(), e.getMessage().contains("max_workers ("));
+        }
+    }
+
+    @Test
+    public void aCappedAddStartsNothing() throws Exception {
+        Path dir = tmp.getRoot().toPath();
+        ConfigManager cfg = TestModels.config(dir, "max_workers_per_model=2\n");
+        manager = TestModels.manager(dir, cfg);
+        scaler = new WorkerScaler(manager, cfg, new DeviceAllocator(0), new PortBlockAllocator(FIRST_PORT));
+        Model m = TestModels.model("m", "1.0", new ModelSettings());
+        try {
+            scaler.addWorkers(m, 3);
+            fail("3 workers pass max_workers_per_model=2");
+        } catch (WlmException e) {
+            assertEquals(400, e.getStatus());
+            assertTrue(e.getMessage(), e.getMessage().contains("max_workers_per_model"));
+        }
+        assertTrue(m.workers.isEmpty());
+    }
 }

@@ -1,4 +1,4 @@
-package org.tserve.wlm;
+package org.tserve.util;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -6,21 +6,21 @@ import java.nio.charset.StandardCharsets;
 import java.util.function.Consumer;
 
 /**
- * Splits a worker's output into lines as {@code BufferedReader.readLine} does (LF, CR or CRLF),
+ * Splits a process's output (workers, pip) into lines as {@code BufferedReader.readLine} does (LF, CR or CRLF),
  * reading fixed-size chunks and holding at most {@code maxLine} bytes of a line: a longer line is
  * passed on cut, with {@link #CUT_MARK}, and its rest up to the next line break is dropped. Memory
  * stays bounded whatever the process writes.
  */
-final class BoundedLines {
+public final class BoundedLines {
     /** Appended to a line that was cut. */
-    static final String CUT_MARK = " [line cut at %d bytes; the rest up to the next line break is dropped]";
+    public static final String CUT_MARK = " [line cut at %d bytes; the rest up to the next line break is dropped]";
     /** Longest line copied from a worker's stdout/stderr to the model log. */
-    static final int MAX_LINE_BYTES = 64 * 1024;
+    public static final int MAX_LINE_BYTES = 64 * 1024;
 
     private BoundedLines() {
     }
 
-    static void read(InputStream in, int maxLine, Consumer<String> out) throws IOException {
+    public static void read(InputStream in, int maxLine, Consumer<String> out) throws IOException {
         byte[] chunk = new byte[8192];
         byte[] line = new byte[Math.min(maxLine, 1024)];
         int len = 0;

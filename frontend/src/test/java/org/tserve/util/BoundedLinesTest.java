@@ -1,4 +1,4 @@
-package org.tserve.wlm;
+package org.tserve.util;
 
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertTrue;
