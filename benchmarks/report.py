@@ -94,6 +94,7 @@ def render(results: dict[str, Any]) -> str:
     lines += _compat(srv)
     lines += _pipeline(results)
     lines += _limit(results)
+    lines += _llm(results)
     m = results.get("machine", {})
     lines.append(
         f"Machine: {m.get('nproc')} CPUs ({m.get('cpu')}), {m.get('mem_gb')} GiB RAM, "
@@ -188,3 +189,43 @@ def _limit(results: dict[str, Any]) -> list[str]:
             f"{_fmt(_ratio(best.get('rps'), cell['rps']))} |")
     lines.append("")
     return lines
+
+
+def _llm(results: dict[str, Any]) -> list[str]:
+    """The LLM scenario (benchmarks/llm.py): per cell, both servers and the ratios."""
+    llm = results.get("llm")
+    if not llm:
+        return []
+    if "error" in llm:
+        return [f"LLM scenario FAILED: {' '.join(llm['error'].split())[:300]}", ""]
+    cfg, bound = llm.get("settings", {}), llm.get("bound", {})
+    lines = [f"LLM serving ({cfg.get('model')}, batch {cfg.get('batch')}, max_new_tokens "
+             f"{cfg.get('max_new_tokens')}, prompts of {cfg.get('prompt_tokens')} tokens): tserve "
+             "continuous batching, streamed, against TorchServe batch-and-generate (maxBatchDelay "
+             f"{cfg.get('torchserve_max_batch_delay_ms')} ms; its TTFT is its whole answer). "
+             f"Bound: a bare decode loop at batch {bound.get('batch')}, no server, measured "
+             f"beside tserve's runs. Checks: {llm.get('checks')}.", "",
+             "| c | tserve tokens/s | TorchServe tokens/s | ratio | tserve TTFT p50 / p99 ms | "
+             "TorchServe TTFT p50 / p99 ms | TTFT p99 ratio | tserve ITL p99 ms | bound tokens/s "
+             "| tserve / bound | load avg |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    srv, ratios = llm.get("servers", {}), llm.get("ratios", {})
+    for cell, r in ratios.items():
+        a, b = srv.get("tserve", {}).get(cell, {}), srv.get(PEER, {}).get(cell, {})
+        frac = llm.get("bound_fraction", {}).get(cell)
+        lines.append(
+            f"| {cell[1:]} | {_fmt(a.get('tokens_per_s'))} | {_fmt(b.get('tokens_per_s'))} | "
+            f"{_fmt(r.get('tokens_per_s'))} | {_fmt(a.get('ttft_p50_ms'))} / "
+            f"{_fmt(a.get('ttft_p99_ms'))} | {_fmt(b.get('ttft_p50_ms'))} / "
+            f"{_fmt(b.get('ttft_p99_ms'))} | {_fmt(r.get('ttft_p99_ms'))} | "
+            f"{_fmt(a.get('itl_p99_ms'))} | {_fmt(bound.get('tokens_per_s', {}).get(cell))} | "
+            f"{_fmt(frac)} | {_fmt(a.get('loadavg_1m'))} |")
+    lines += ["", "| LLM target | value | target | met |", "|---|---|---|---|"]
+    lines += [f"| {t['what']} | {_fmt(t['value'])} | {t['target']} | "
+              f"{_met(t['met'])} |" for t in llm.get("targets", [])]
+    lines.append("")
+    return lines
+
+
+def _met(met: bool | None) -> str:
+    return "inconclusive (the bound read below the server)" if met is None else (
+        "yes" if met else "**no**")

@@ -1,6 +1,7 @@
 """`make bench`: tserve against TorchServe 0.12.0 (and LitServe 0.2.19), ratios in one run.
 
     .venv/bin/python -m benchmarks.run [--duration 5] [--only echo,startup,pipeline,limit]
+    .venv/bin/python -m benchmarks.run --only llm --duration 10   # LLM serving (not in the default)
 
 Builds the models for both servers, runs every scenario, prints the table of ratios
 tserve / TorchServe (quiet logs = TorchServe at its best; default logs reported too) and writes
@@ -23,6 +24,7 @@ from benchmarks import loadgen, models, report, scenarios, servers
 from benchmarks.scenarios import Settings
 
 ALL = ("echo", "startup", "lifecycle", "pipeline", "limit")
+EXTRA = ("llm",)  # run only when named: builds and serves an LLM, several minutes
 
 
 def machine() -> dict[str, Any]:
@@ -63,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per cell (default 5)")
     ap.add_argument("--only", default=",".join(ALL),
-                    help=f"comma list of scenarios to run, from {','.join(ALL)}")
+                    help=f"comma list of scenarios to run, from {','.join(ALL + EXTRA)} "
+                    "(default: all but llm; llm = continuous batching vs TorchServe's "
+                    "batch-and-generate, ~2.5 minutes at --duration 10, the shortest that "
+                    "measures more than the last batches draining)")
     ap.add_argument("--servers", default="tserve,torchserve-quiet,torchserve,tserve-tuned",
                     help="server kinds to compare (default: all four)")
     ap.add_argument("--pipeline-ms", type=float, default=20.0,
@@ -72,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(servers.BENCH), help="where results go (.bench/)")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
-    unknown = only - set(ALL)
+    unknown = only - set(ALL + EXTRA)
     if unknown:
-        ap.error(f"unknown scenario(s) {sorted(unknown)}: choose from {','.join(ALL)}")
+        ap.error(f"unknown scenario(s) {sorted(unknown)}: choose from {','.join(ALL + EXTRA)}")
     try:
         snapshot = (servers.snapshot_tserve()
                     if any(k.startswith("tserve") for k in args.servers.split(",")) else {})
@@ -167,6 +172,18 @@ def main(argv: list[str] | None = None) -> int:
                                          round(r.worker_cpu_us_per_req, 1)}
                 print(f"  {key}: {r.rps:.0f} req/s, worker CPU "
                       f"{r.worker_cpu_us_per_req:.0f} µs/req", flush=True)
+    if "llm" in only:
+        from benchmarks import llm
+
+        print("== llm (tserve continuous batching vs TorchServe batch-and-generate, same model)",
+              flush=True)
+        try:
+            results["llm"] = llm.run(kinds, ts_store, peer_store, out_dir / "work",
+                                     servers.BENCH_VENV / "bin" / "torch-model-archiver",
+                                     st.duration_s)
+        except (servers.ServerError, loadgen.LoadError, ValueError) as exc:
+            print(f"  FAILED: {exc}", flush=True)
+            results["llm"] = {"error": str(exc)}
     results["machine"]["loadavg_end"] = list(os.getloadavg())
     results["wall_s"] = round(time.monotonic() - t0, 1)
     out_dir.mkdir(parents=True, exist_ok=True)

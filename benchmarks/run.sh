@@ -32,6 +32,14 @@ then
   flock "$LOCK" $PIP install -c "$BENCH/constraints.txt" torchserve==0.12.0 \
     torch-model-archiver==0.12.0 litserve==0.2.19 pyyaml
 fi
+# The LLM scenario's TorchServe handler (batch-and-generate) needs transformers: the same
+# version as tserve's .venv (pyproject's pin), so both servers run the same modeling code.
+TF_VERSION=$(.venv/bin/python -c "from importlib.metadata import version; print(version('transformers'))" \
+  2>/dev/null || echo 5.24.0)
+if ! "$VENV/bin/python" -c "from importlib.metadata import version; assert version('transformers') == '$TF_VERSION'" 2>/dev/null; then
+  echo "Installing transformers==$TF_VERSION into $VENV (LLM scenario)"
+  flock "$LOCK" $PIP install -c "$BENCH/constraints.txt" "transformers==$TF_VERSION"
+fi
 if [ "${1:-}" = "--profile" ] && ! "$VENV/bin/py-spy" --version >/dev/null 2>&1; then
   echo "Installing py-spy into $VENV"
   flock "$LOCK" $PIP install -c "$BENCH/constraints.txt" py-spy

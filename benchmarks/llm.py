@@ -1,0 +1,525 @@
+"""LLM serving: tserve's continuous batching against TorchServe 0.12's batch-and-``generate``.
+
+    bash benchmarks/run.sh --only llm --duration 10
+
+One model for both: the tiny Llama of ``ts/llm/tiny.py`` made bigger (hidden 256, 4 layers,
+seeded weights, the same locally trained tokenizer), saved once with ``save_pretrained`` and
+archived twice, so both servers load the identical files. tserve serves it with its built-in
+LLM handler (``examples/llm/handler.py`` and ``model-config.yaml``: ``continuousBatching``,
+batch 8, tokens streamed); TorchServe with ``handlers/llm_generate_handler.py`` (batch 8,
+``maxBatchDelay`` 50 ms, left padding, one greedy ``generate`` per batch, nothing streamed).
+
+Load: a fixed, seeded list of prompts of mixed length with ``max_new_tokens`` 16-64, requested
+with ``ignore_eos`` (so every answer has exactly the tokens it asked for), closed loop at
+concurrency 1, 8 and 32, both servers cell by cell, the order reversed every cell. Measured:
+generated tokens/s, time to first token (tserve: its first streamed chunk; TorchServe: the whole
+answer) and the gaps between chunks (inter-token latency, tserve only). The model's own bound:
+a bare loop of the model's forward at batch 8 with its KV cache (prefill, then 64 timed decode
+steps), no server, in this process, measured just before each of tserve's runs at c8 and c32.
+Every worker and the bound run with one torch thread (``OMP_NUM_THREADS=1``): two threads on a
+loaded 2-core machine made a forward ~50x slower in trials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import http.client
+import inspect
+import itertools
+import json
+import os
+import random
+import resource
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks import loadgen, models, procstat
+from benchmarks.servers import REPO, Server, ServerError, ServerKind
+
+NAME = "llm"
+PEER = "torchserve-quiet"
+HIDDEN, LAYERS, SEED = 256, 4, 0
+BATCH = 8
+TSERVE_DELAY_MS, PEER_DELAY_MS = 5, 50
+THREADS = 1
+CONCURRENCY = (1, 8, 32)
+NEW_TOKENS = (16, 64)
+PROMPT_WORDS = (1, 48)
+N_PROMPTS = 64
+TSERVE_CONFIG = REPO / "examples" / "llm" / "model-config.yaml"
+TSERVE_HANDLER = REPO / "examples" / "llm" / "handler.py"
+PEER_CONFIG = (f"minWorkers: 1\nmaxWorkers: 1\nbatchSize: {BATCH}\n"
+               f"maxBatchDelay: {PEER_DELAY_MS}\nresponseTimeout: 300\n")
+THREAD_ENV = {"OMP_NUM_THREADS": str(THREADS), "MKL_NUM_THREADS": str(THREADS),
+              "TOKENIZERS_PARALLELISM": "false"}
+# Targets from issue 15 (ratios tserve / TorchServe, and tserve / the model's bound).
+TOKENS_TARGET, TTFT_TARGET, BOUND_TARGET = 3.0, 0.3, 0.8
+INCONCLUSIVE = 1.05  # a fraction of the bound above this says the bound was measured too low
+
+
+# ---------------------------------------------------------------------------- the pure parts
+
+def prompt_list(n: int = N_PROMPTS, seed: int = SEED) -> list[tuple[str, int]]:
+    """``n`` (prompt, max_new_tokens) pairs: runs of 1-48 words of the tokenizer's corpus."""
+    from ts.llm.tiny import CORPUS
+
+    words = CORPUS.split()
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        k, start = rng.randint(*PROMPT_WORDS), rng.randrange(len(words))
+        prompt = " ".join(words[(start + i) % len(words)] for i in range(k))
+        out.append((prompt, rng.randint(*NEW_TOKENS)))
+    return out
+
+
+def request_body(prompt: str, max_new_tokens: int, stream: bool) -> bytes:
+    return json.dumps({"prompt": prompt, "max_new_tokens": max_new_tokens, "temperature": 0,
+                       "ignore_eos": True, "stream": stream}).encode()
+
+
+def count_tokens(body: bytes, requested: int) -> int:
+    """Generated tokens of one answer: ``usage.completion_tokens`` of a JSON answer; a raw text
+    stream (which carries no usage) was asked for ``ignore_eos`` within the context, so it has
+    exactly ``requested`` (checked against the JSON answers before the load, see ``probe``)."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return requested
+    usage = doc.get("usage") if isinstance(doc, dict) else None
+    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+        return usage["completion_tokens"]
+    return requested
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (as the load generator's); None when there are no values."""
+    if not values:
+        return None
+    return loadgen.LoadResult(len(values), 0, 1.0, list(values)).percentile(q)
+
+
+def gaps(times: list[float]) -> list[float]:
+    """Time between consecutive chunk arrivals of one answer."""
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+@dataclass
+class Reply:
+    sent: float
+    done: float
+    tokens: int
+    chunks: list[float] = field(default_factory=list)  # arrival of each chunk (streamed answers)
+
+    @property
+    def ttft(self) -> float:
+        """To the first streamed chunk; to the whole answer when nothing is streamed."""
+        return (self.chunks[0] if self.chunks else self.done) - self.sent
+
+
+def summarize(replies: list[Reply], elapsed: float, errors: list[str]) -> dict[str, Any]:
+    tokens = sum(r.tokens for r in replies)
+    ttft = [r.ttft * 1000 for r in replies]
+    itl = [g * 1000 for r in replies for g in gaps(r.chunks)]
+    chunks = sum(len(r.chunks) for r in replies)
+
+    def ms(v: float | None) -> float | None:
+        return None if v is None else round(v, 2)
+
+    out: dict[str, Any] = {
+        "requests": len(replies), "errors": len(errors), "duration_s": round(elapsed, 3),
+        "tokens": tokens, "tokens_per_s": round(tokens / elapsed, 1) if elapsed > 0 else 0.0,
+        "ttft_p50_ms": ms(percentile(ttft, 50)), "ttft_p99_ms": ms(percentile(ttft, 99)),
+        "itl_p50_ms": ms(percentile(itl, 50)), "itl_p99_ms": ms(percentile(itl, 99)),
+        "latency_p50_ms": ms(percentile([(r.done - r.sent) * 1000 for r in replies], 50)),
+        "chunks_per_token": round(chunks / tokens, 3) if chunks and tokens else None,
+    }
+    if errors:
+        out["first_error"] = errors[0][:300]
+    return out
+
+
+def verdict(cells: dict[str, dict[str, Any]], bounds: dict[str, float]) -> dict[str, Any]:
+    """Ratios tserve / TorchServe per cell, tserve's tokens/s as a fraction of the model's bound
+    measured beside it (``bounds``: cell -> tokens/s), and each target met or not."""
+    ts, peer = cells.get("tserve", {}), cells.get(PEER, {})
+    ratios: dict[str, dict[str, float | None]] = {}
+    for cell in (f"c{c}" for c in CONCURRENCY):
+        a, b = ts.get(cell) or {}, peer.get(cell) or {}
+        ratios[cell] = {key: (round(a[key] / b[key], 3) if a.get(key) and b.get(key) else None)
+                        for key in ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms")}
+    bound = {cell: (round((ts.get(cell) or {}).get("tokens_per_s", 0) / bounds[cell], 3)
+                    if bounds.get(cell) else None) for cell in ("c8", "c32")}
+    targets = []
+    for cell in ("c8", "c32"):
+        r = ratios[cell]["tokens_per_s"]
+        targets.append({"what": f"tokens/s {cell}", "value": r, "target": f">= {TOKENS_TARGET}",
+                        "met": r is not None and r >= TOKENS_TARGET})
+    for cell in ratios:
+        r = ratios[cell]["ttft_p99_ms"]
+        targets.append({"what": f"TTFT p99 {cell}", "value": r, "target": f"<= {TTFT_TARGET}",
+                        "met": r is not None and r <= TTFT_TARGET})
+    # Above 1 the bound cannot be one: the machine's load moved between the two measurements.
+    frac = bound["c32"]
+    targets.append({"what": "decode / bound c32 (batch always full)", "value": frac,
+                    "target": f">= {BOUND_TARGET}",
+                    "met": None if frac is not None and frac > INCONCLUSIVE else
+                    frac is not None and frac >= BOUND_TARGET})
+    return {"ratios": ratios, "bound_fraction": bound, "targets": targets}
+
+
+# ---------------------------------------------------------------------------- the client
+
+async def _read_reply(reader: asyncio.StreamReader) -> tuple[int, list[float], bytes]:
+    """(status, arrival time of each chunk of a chunked body, body) of one HTTP/1.1 response."""
+    head = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+    status = int(head[0].split(b" ", 2)[1])
+    headers = {}
+    for line in head[1:]:
+        key, _, value = line.partition(b":")
+        headers[key.strip().lower()] = value.strip()
+    if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
+        return status, [], await reader.readexactly(int(headers.get(b"content-length", b"0")))
+    times, parts = [], []
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            await reader.readuntil(b"\r\n")  # the empty line after the last chunk (no trailers)
+            return status, times, b"".join(parts)
+        data = await reader.readexactly(size + 2)
+        times.append(time.perf_counter())
+        parts.append(data[:-2])
+
+
+@dataclass
+class Run:
+    """What closed-loop runs measured (several runs of one cell add up)."""
+
+    replies: list[Reply] = field(default_factory=list)
+    elapsed: float = 0.0
+    errors: list[str] = field(default_factory=list)
+    cpu_s: float = 0.0
+
+    def add(self, other: Run) -> None:
+        self.replies += other.replies
+        self.elapsed += other.elapsed
+        self.errors += other.errors
+        self.cpu_s += other.cpu_s
+
+    def summary(self) -> dict[str, Any]:
+        out = summarize(self.replies, self.elapsed, self.errors)
+        out["client_cpu_share"] = round(self.cpu_s / max(self.elapsed, 1e-9), 2)
+        return out
+
+
+async def closed_loop(port: int, work: list[tuple[str, int]], concurrency: int,
+                      duration_s: float, stream: bool, max_requests: int = 10**9,
+                      timeout_s: float = 300.0) -> Run:
+    """``concurrency`` keep-alive connections, each sending the next (prompt, max_new_tokens)
+    of ``work`` (cycled) when its answer is complete, until ``duration_s`` is over; the
+    requests in flight then finish and count (timed to the last answer)."""
+    feed = itertools.cycle(work)
+    replies: list[Reply] = []
+    errors: list[str] = []
+    issued = 0
+    path = f"/predictions/{NAME}"
+    start = time.perf_counter()
+    deadline = start + duration_s
+
+    async def connection() -> None:
+        nonlocal issued
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError as exc:
+            raise loadgen.LoadError(f"cannot connect to 127.0.0.1:{port}: {exc}") from None
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while time.perf_counter() < deadline and issued < max_requests:
+                issued += 1
+                prompt, n = next(feed)
+                writer.write(loadgen.build_request("127.0.0.1", port, path,
+                                                   request_body(prompt, n, stream),
+                                                   "application/json"))
+                sent = time.perf_counter()
+                try:
+                    status, times, data = await asyncio.wait_for(_read_reply(reader), timeout_s)
+                except (OSError, ValueError, asyncio.IncompleteReadError, TimeoutError) as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                    return
+                if status != 200:
+                    errors.append(f"HTTP {status}: {data[:200]!r}")
+                    continue
+                replies.append(Reply(sent, time.perf_counter(), count_tokens(data, n), times))
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(connection() for _ in range(concurrency)))
+    return Run(replies, time.perf_counter() - start, errors)
+
+
+def measure(port: int, work: list[tuple[str, int]], concurrency: int, duration_s: float,
+            stream: bool) -> Run:
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    run = asyncio.run(closed_loop(port, work, concurrency, duration_s, stream))
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    run.cpu_s = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+    return run
+
+
+def post(port: int, body: bytes) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    try:
+        conn.request("POST", f"/predictions/{NAME}", body, {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------------------- model and bound
+
+def build_model_dir(work: Path) -> Path:
+    """The benchmark's model and tokenizer, saved once for both servers' archives."""
+    from ts.llm.tiny import build_model, build_tokenizer
+
+    folder = work / "llm-model"
+    tokenizer = build_tokenizer()
+    build_model(tokenizer, seed=SEED, hidden_size=HIDDEN, num_layers=LAYERS).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_archives(work: Path, ts_store: Path, peer_store: Path, archiver: Path) -> Path:
+    folder = build_model_dir(work)
+    models.build_tserve(models.ModelSpec(NAME, str(TSERVE_HANDLER), extra_files=[str(folder)],
+                                         config_yaml=TSERVE_CONFIG.read_text()), ts_store)
+    models.build_torchserve(models.ModelSpec(NAME, str(models.HANDLERS / "llm_generate_handler.py"),
+                                             extra_files=[str(folder)], config_yaml=PEER_CONFIG),
+                            peer_store, archiver)
+    return folder
+
+
+def prompt_tokens(model_dir: Path, work: list[tuple[str, int]]) -> list[int]:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    return [len(tok(p)["input_ids"]) for p, _ in work]
+
+
+class BareLoop:
+    """The model's own bound: greedy decode at ``batch`` with its KV cache, no server, in this
+    process with the workers' thread count. Each round prefills the next ``batch`` prompts
+    (untimed), then times ``steps`` decode steps; a first round warms up."""
+
+    def __init__(self, model_dir: Path, work: list[tuple[str, int]], batch: int = BATCH,
+                 steps: int = NEW_TOKENS[1]) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        torch.set_num_threads(THREADS)
+        self.tok = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        params = inspect.signature(self.model.forward).parameters
+        self.cache_kw = "cache" if "cache" in params else "past_key_values"
+        self.batch, self.steps = batch, steps
+        self.groups = itertools.cycle([work[i:i + batch]
+                                       for i in range(0, len(work) - batch + 1, batch)])
+        self.round()
+
+    def round(self) -> float:
+        """Seconds of ``steps`` decode steps after an untimed prefill."""
+        import torch
+        from transformers import DynamicCache
+
+        with torch.inference_mode():
+            enc = self.tok([p for p, _ in next(self.groups)], return_tensors="pt", padding=True)
+            mask = enc["attention_mask"]
+            pos = (mask.cumsum(1) - 1).clamp(min=0)
+            kv = {self.cache_kw: DynamicCache(config=self.model.config), "use_cache": True,
+                  "logits_to_keep": 1}
+            logits = self.model(input_ids=enc["input_ids"], attention_mask=mask,
+                                position_ids=pos, **kv).logits
+            pos = pos[:, -1:]
+            t0 = time.perf_counter()
+            for _ in range(self.steps):
+                nxt = logits[:, -1].argmax(-1, keepdim=True)
+                mask = torch.cat([mask, mask.new_ones(self.batch, 1)], dim=1)
+                pos = pos + 1
+                logits = self.model(input_ids=nxt, attention_mask=mask, position_ids=pos,
+                                    **kv).logits
+            return time.perf_counter() - t0
+
+    def measure(self, seconds: float) -> float:
+        """Decode tokens/s over whole rounds, at least one, for about ``seconds``."""
+        timed, rounds = 0.0, 0
+        while rounds == 0 or timed < seconds:
+            timed += self.round()
+            rounds += 1
+        return self.batch * self.steps * rounds / timed
+
+
+class BareLoopProcess:
+    """``BareLoop`` in a child process in its own session, as each server runs in its own: with
+    the kernel's autogroup scheduling a session is what shares the CPU out, so the bound in the
+    benchmark's own process got less CPU than a server's worker (and read ~1.5x too low)."""
+
+    def __init__(self, model_dir: Path) -> None:
+        env = {**os.environ, **THREAD_ENV, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "benchmarks.llm", "bare-loop",
+                                      str(model_dir)], cwd=REPO, env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     start_new_session=True)
+        self._answer()  # "ready": loaded and warmed up
+
+    def _answer(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise ServerError(f"the bare loop exited with {self.proc.wait()}")
+        return line.strip()
+
+    def measure(self, seconds: float) -> float:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{seconds}\n")
+        self.proc.stdin.flush()
+        return float(self._answer())
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _bare_loop_main(model_dir: str) -> None:
+    """``python -m benchmarks.llm bare-loop DIR``: one tokens/s line per line of seconds read."""
+    bare = BareLoop(Path(model_dir), prompt_list())
+    print("ready", flush=True)
+    for line in sys.stdin:
+        print(round(bare.measure(float(line)), 1), flush=True)
+
+
+# ---------------------------------------------------------------------------- the scenario
+
+def _worker_threads(srv: Server) -> list[str]:
+    """OMP_NUM_THREADS as each worker process of the server sees it."""
+    out = []
+    for p in procstat.process_tree(srv.pid)[1:]:
+        if procstat.is_frontend(p):
+            continue
+        try:
+            env = Path(f"/proc/{p.pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        val = next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"OMP_NUM_THREADS=")),
+                   "unset")
+        out.append(val)
+    return out
+
+
+def probe(running: dict[str, Server], work: list[tuple[str, int]],
+          streams: dict[str, bool]) -> dict[str, Any]:
+    """Before the load: every server answers the same greedy text with the usage asked for, and
+    a streaming server streams exactly that text (so its streams carry the tokens asked for)."""
+    texts: dict[str, list[str]] = {}
+    tokens_ok = stream_ok = True
+    for name, srv in running.items():
+        texts[name] = []
+        for prompt, n in work:
+            status, data = post(srv.inference_port, request_body(prompt, n, False))
+            if status != 200:
+                raise ServerError(f"{name}: probe answered HTTP {status}: {data[:300]!r}")
+            doc = json.loads(data)
+            tokens_ok &= doc.get("usage", {}).get("completion_tokens") == n
+            texts[name].append(doc.get("text"))
+            if streams[name]:
+                stream_ok &= post(srv.inference_port, request_body(prompt, n, True)) == (
+                    200, doc.get("text", "").encode())
+    same = len({tuple(t) for t in texts.values()}) == 1
+    return {"same_text": same, "completion_tokens_as_asked": tokens_ok,
+            "stream_equals_answer": stream_ok,
+            "worker_omp_threads": {name: _worker_threads(srv) for name, srv in running.items()}}
+
+
+def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir: Path,
+        archiver: Path, duration_s: float) -> dict[str, Any]:
+    """Both servers up at once; each cell runs in halves, A B B A (A and B swapped every cell),
+    so a drift in the machine's load hits both sides of a ratio alike. Before each of tserve's
+    halves at c8 and c32 the bare loop measures the model's bound, so the fraction compares
+    numbers taken seconds apart."""
+    model_dir = build_archives(work_dir, ts_store, peer_store, archiver)
+    work = prompt_list()
+    lens = prompt_tokens(model_dir, work)
+    if max(lens) + NEW_TOKENS[1] > 256:  # max_context in model-config.yaml
+        raise ValueError(f"a prompt of {max(lens)} tokens leaves no room for {NEW_TOKENS[1]}")
+    settings = {"model": f"Llama hidden {HIDDEN}, {LAYERS} layers, seed {SEED}",
+                "batch": BATCH, "tserve_max_batch_delay_ms": TSERVE_DELAY_MS,
+                "torchserve_max_batch_delay_ms": PEER_DELAY_MS, "threads": THREADS,
+                "prompts": len(work), "prompt_tokens": [min(lens), max(lens)],
+                "max_new_tokens": list(NEW_TOKENS), "duration_s": duration_s}
+    bare = BareLoopProcess(model_dir)
+    bound_s = min(duration_s / 4, 2.5)
+    bounds: dict[str, list[float]] = {}
+    cells: dict[str, dict[str, Any]] = {"tserve": {}, PEER: {}}
+    running: dict[str, Server] = {}
+    streams = {"tserve": True, PEER: False}
+    delays = {"tserve": TSERVE_DELAY_MS, PEER: PEER_DELAY_MS}
+    try:
+        for name in cells:
+            kind = dataclasses.replace(kinds[name], env={**kinds[name].env, **THREAD_ENV})
+            running[name] = Server(kind, ts_store if name == "tserve" else peer_store)
+            running[name].start()
+        for name, srv in running.items():
+            srv.wait_ready()
+            srv.register(f"{NAME}.mar", NAME, batch_size=BATCH, delay_ms=delays[name])
+        checks = probe(running, work[:3], streams)
+        print(f"  checks: {checks}", flush=True)
+        for name, srv in running.items():  # warm-up: the JVMs' JIT, the first forwards
+            asyncio.run(closed_loop(srv.inference_port, work, BATCH, 60, streams[name],
+                                    max_requests=3 * BATCH))
+        a, b = list(running)
+        for i, conc in enumerate(CONCURRENCY):
+            cell, runs, load = f"c{conc}", {a: Run(), b: Run()}, os.getloadavg()[0]
+            for name in ((a, b, b, a) if i % 2 == 0 else (b, a, a, b)):
+                if name == "tserve" and conc >= BATCH:
+                    bounds.setdefault(cell, []).append(round(bare.measure(bound_s), 1))
+                runs[name].add(measure(running[name].inference_port, work, conc,
+                                       duration_s / 2, streams[name]))
+            for name, r in runs.items():
+                cells[name][cell] = {**r.summary(), "loadavg_1m": round(load, 2)}
+                c = cells[name][cell]
+                print(f"  [{name}] llm {cell}: {c['tokens_per_s']} tokens/s, TTFT p50/p99 "
+                      f"{c['ttft_p50_ms']}/{c['ttft_p99_ms']} ms, ITL p99 {c['itl_p99_ms']} ms, "
+                      f"{c['requests']} requests, {c['errors']} errors", flush=True)
+            if cell in bounds:
+                print(f"  bare loop (batch {BATCH}) beside it: {bounds[cell]} tokens/s", flush=True)
+    finally:
+        for srv in running.values():
+            srv.stop()
+        bare.close()
+    mean = {cell: sum(v) / len(v) for cell, v in bounds.items()}
+    bound = {"tokens_per_s": {cell: round(v, 1) for cell, v in mean.items()}, "runs": bounds,
+             "batch": BATCH, "decode_steps": NEW_TOKENS[1], "threads": THREADS}
+    out = {"settings": settings, "checks": checks, "bound": bound, "servers": cells}
+    out.update(verdict(cells, mean))
+    for t in out["targets"]:
+        shown = "inconclusive" if t["met"] is None else "met" if t["met"] else "NOT met"
+        print(f"  target {t['what']}: {t['value']} (target {t['target']}): {shown}", flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "bare-loop":
+        _bare_loop_main(sys.argv[2])
+    else:
+        sys.exit("usage: python -m benchmarks.llm bare-loop MODEL_DIR (the scenario itself: "
+                 "python -m benchmarks.run --only llm)")

@@ -1,0 +1,140 @@
+"""The LLM scenario's pure parts: prompts, token counting, percentiles and gaps, the verdict, the
+chunked-response reader and the TorchServe handler's request parsing. No servers, no model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from benchmarks import llm
+from benchmarks.handlers import llm_generate_handler as handler
+
+
+def test_prompt_list_is_deterministic_and_mixed() -> None:
+    a, b = llm.prompt_list(), llm.prompt_list()
+    assert a == b and len(a) == llm.N_PROMPTS
+    assert llm.prompt_list(seed=1) != a
+    words = [len(p.split()) for p, _ in a]
+    new = [n for _, n in a]
+    assert min(words) >= llm.PROMPT_WORDS[0] and max(words) <= llm.PROMPT_WORDS[1]
+    assert max(words) - min(words) > 20  # mixed lengths, not one size
+    assert all(llm.NEW_TOKENS[0] <= n <= llm.NEW_TOKENS[1] for n in new) and len(set(new)) > 10
+
+
+def test_request_body_asks_for_exact_counts() -> None:
+    doc = json.loads(llm.request_body("hi there", 17, True))
+    assert doc == {"prompt": "hi there", "max_new_tokens": 17, "temperature": 0,
+                   "ignore_eos": True, "stream": True}
+
+
+def test_count_tokens_reads_usage_else_trusts_the_request() -> None:
+    answer = json.dumps({"text": "abc", "usage": {"prompt_tokens": 4, "completion_tokens": 9}})
+    assert llm.count_tokens(answer.encode(), 30) == 9
+    assert llm.count_tokens(b"raw streamed text", 30) == 30
+    assert llm.count_tokens(b"12", 30) == 30  # text that happens to parse as JSON
+    assert llm.count_tokens(b'{"text": "x"}', 5) == 5
+    assert llm.count_tokens("é".encode() + b"\xff", 7) == 7  # not even UTF-8
+
+
+def test_percentile_and_gaps() -> None:
+    assert llm.percentile([], 99) is None
+    values = [float(v) for v in range(100, 0, -1)]
+    assert llm.percentile(values, 50) in (50.0, 51.0) and llm.percentile(values, 99) >= 99.0
+    assert llm.percentile([3.0], 99) == 3.0 and llm.percentile([1.0, 9.0, 5.0], 50) == 5.0
+    assert llm.gaps([1.0, 1.5, 1.5, 4.0]) == [0.5, 0.0, 2.5]
+    assert llm.gaps([2.0]) == [] and llm.gaps([]) == []
+
+
+def test_summarize_streamed_and_whole_answers() -> None:
+    streamed = [llm.Reply(sent=0.0, done=0.5, tokens=3, chunks=[0.1, 0.2, 0.5]),
+                llm.Reply(sent=1.0, done=1.4, tokens=2, chunks=[1.2, 1.4]),
+                llm.Reply(sent=2.0, done=2.3, tokens=1, chunks=[2.3])]
+    s = llm.summarize(streamed, elapsed=2.0, errors=[])
+    assert s["tokens"] == 6 and s["tokens_per_s"] == 3.0 and s["requests"] == 3
+    assert s["ttft_p50_ms"] == 200.0 and s["ttft_p99_ms"] == 300.0
+    assert s["itl_p50_ms"] == 200.0 and s["itl_p99_ms"] == 300.0  # gaps 100, 300, 200 ms
+    assert s["chunks_per_token"] == 1.0 and "first_error" not in s
+    whole = llm.summarize([llm.Reply(sent=0.0, done=0.8, tokens=16)], 1.0, ["HTTP 503: b''"])
+    assert whole["ttft_p99_ms"] == 800.0 and whole["itl_p99_ms"] is None
+    assert whole["errors"] == 1 and whole["first_error"].startswith("HTTP 503")
+
+
+def test_verdict_ratios_and_targets() -> None:
+    def cell(tps: float, ttft: float) -> dict:
+        return {"tokens_per_s": tps, "ttft_p50_ms": ttft / 2, "ttft_p99_ms": ttft}
+
+    cells = {"tserve": {"c1": cell(50, 10), "c8": cell(300, 20), "c32": cell(400, 100)},
+             llm.PEER: {"c1": cell(25, 100), "c8": cell(100, 100), "c32": cell(200, 200)}}
+    v = llm.verdict(cells, {"c8": 450.0, "c32": 450.0})
+    assert v["ratios"]["c8"] == {"tokens_per_s": 3.0, "ttft_p50_ms": 0.2, "ttft_p99_ms": 0.2}
+    assert v["bound_fraction"] == {"c8": 0.667, "c32": 0.889}
+    met = {t["what"]: t["met"] for t in v["targets"]}
+    assert met == {"tokens/s c8": True, "tokens/s c32": False, "TTFT p99 c1": True,
+                   "TTFT p99 c8": True, "TTFT p99 c32": False,
+                   "decode / bound c32 (batch always full)": True}
+    over = llm.verdict(cells, {"c8": 450.0, "c32": 200.0})["targets"][-1]
+    assert over["value"] == 2.0 and over["met"] is None  # a bound below the server: no verdict
+    empty = llm.verdict({"tserve": {}, llm.PEER: {}}, {})
+    assert not any(t["met"] for t in empty["targets"])
+
+
+def _read(raw: bytes) -> tuple[int, list[float], bytes]:
+    async def go() -> tuple[int, list[float], bytes]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(raw)
+        reader.feed_eof()
+        return await llm._read_reply(reader)
+
+    return asyncio.run(go())
+
+
+def test_read_reply_times_each_chunk() -> None:
+    status, times, body = _read(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                b"3\r\nabc\r\n2;x=1\r\nde\r\n0\r\n\r\n")
+    assert (status, body, len(times)) == (200, b"abcde", 2) and times[0] <= times[1]
+    status, times, body = _read(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")
+    assert (status, times, body) == (503, [], b"busy")
+
+
+def test_generate_handler_parses_requests_and_cuts_rows() -> None:
+    body = {"prompt": "Once", "max_new_tokens": 5, "ignore_eos": True, "stream": False}
+    want = {"prompt": "Once", "max_new_tokens": 5, "ignore_eos": True}
+    assert handler.parse_request({"body": body}) == want
+    assert handler.parse_request({"data": json.dumps(body).encode()}) == want
+    assert handler.parse_request({"body": bytearray(b"plain prompt")})["prompt"] == "plain prompt"
+    assert handler.parse_request({"body": b"{}x"})["max_new_tokens"] == handler.DEFAULT_NEW_TOKENS
+    with pytest.raises(ValueError):
+        handler.parse_request({"body": {"max_new_tokens": 3}})
+    assert handler.cut([5, 6, 2, 7], 3, {2}, ignore_eos=False) == ([5, 6], "stop")
+    assert handler.cut([5, 6, 2, 7], 3, {2}, ignore_eos=True) == ([5, 6, 2], "length")
+    assert handler.cut([5, 6, 7, 8], 2, {2}, ignore_eos=False) == ([5, 6], "length")
+
+
+def test_runs_of_one_cell_add_up() -> None:
+    total = llm.Run()
+    total.add(llm.Run([llm.Reply(0.0, 1.0, 10, [0.5, 1.0])], 2.0, [], 0.2))
+    total.add(llm.Run([llm.Reply(0.0, 1.0, 30)], 2.0, ["HTTP 500: b''"], 0.2))
+    s = total.summary()
+    assert s["tokens"] == 40 and s["tokens_per_s"] == 10.0 and s["requests"] == 2
+    assert s["errors"] == 1 and s["client_cpu_share"] == 0.1
+
+
+def test_bare_loop_decodes_a_batch(tmp_path, monkeypatch) -> None:
+    from ts.llm.tiny import build_model, build_tokenizer
+
+    # loading a model makes torch create its inductor cache dir: keep it in tmp_path
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+
+    tok = build_tokenizer()
+    build_model(tok).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    bare = llm.BareLoop(tmp_path, llm.prompt_list(n=8), batch=4, steps=3)
+    assert bare.measure(0.0) > 0
+    child = llm.BareLoopProcess(tmp_path)  # the same in its own session, as the scenario runs it
+    try:
+        assert child.measure(0.0) > 0
+    finally:
+        child.close()
+    assert child.proc.returncode == 0
