@@ -7,7 +7,7 @@ removed. Other processes writing to /tmp at the same time cannot confuse the che
 
 pytest's own ``tmp_path`` folders stay where pytest keeps them (``<tmp>/pytest-of-<user>``, the
 last three runs), and so do the work folders of the servers the harness starts (logs to read
-after a failure).
+after a failure). torch's compile cache goes to ``build/torchinductor``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_PRIVATE_TMP] = (private, os.environ.get("TMPDIR"))
     os.environ["TMPDIR"] = private
     tempfile.tempdir = private
+    # Importing torch._dynamo (transformers does) makes torch's compile cache, <TMPDIR>/torchinductor_<user>:
+    # a cache meant to last, so the suite keeps it in the repository's build folder.
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                  "build", "torchinductor"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -37,7 +41,7 @@ def _server_workdirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
     """Servers started by the harness keep their work folder (logs) under pytest's tmp folders."""
     import harness
 
-    harness.WORK_ROOT = tmp_path_factory.mktemp("servers")
+    harness.WORK_ROOT = tmp_path_factory.mktemp("srv")  # short: Unix socket paths live below it (108 bytes)
     yield
     harness.WORK_ROOT = None
 

@@ -196,7 +196,7 @@ class Server:
         vmargs: list[str] | None = None,
     ) -> None:
         self.model_store = Path(model_store)
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="tserve-test-", dir=WORK_ROOT))
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="server-", dir=WORK_ROOT))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_dir = self.workdir / "logs"
         self.tmp_dir = self.workdir / "tmp"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 import logging
+import multiprocessing.util
 import os
 import queue
 import sys
-import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -92,9 +92,7 @@ def _start_reader(conn: Connection) -> queue.Queue:
     return inbox
 
 
-def child_main(conn: Connection, config: Any, index: int, tmpdir: str | None = None) -> None:
-    if tmpdir:
-        tempfile.tempdir = tmpdir  # the pool's folder (see PreprocessPool): removed even if this process is killed
+def child_main(conn: Connection, config: Any, index: int) -> None:
     logging.basicConfig(level=os.environ.get("TS_WORKER_LOG_LEVEL", "INFO"), format=LOG_FORMAT, stream=sys.stdout)
     try:
         handler, context = build_handler(config)
@@ -107,7 +105,9 @@ def child_main(conn: Connection, config: Any, index: int, tmpdir: str | None = N
         status = exc.status if isinstance(exc, LoadError) else 500
         conn.send(("init-error", f"preprocess process {index}: {message}", status))
         return
-    conn.send(("ready",))
+    # multiprocessing's folder (pymp-*: torch passes a tensor's file descriptor through a listener
+    # there), made now so that the pool can remove it if this process is killed
+    conn.send(("ready", multiprocessing.util.get_temp_dir()))
     model_name = context.model_name
     inbox = _start_reader(conn)
     while True:

@@ -14,7 +14,6 @@ import logging
 import os
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections import deque
@@ -66,6 +65,7 @@ class Slot:
     tasks: deque[Task] = field(default_factory=deque)  # sent, unanswered; the first one is running
     restarts: int = 0
     broken: str = ""
+    tmpdir: str = ""  # the process's multiprocessing folder (pymp-*), removed here once it is gone
 
 
 class PoolStartError(Exception):
@@ -88,10 +88,6 @@ class PreprocessPool:
         self._wake_r, self._wake_w = self._mp.Pipe(duplex=False)
         self._closed = False
         self._manager: threading.Thread | None = None
-        # The processes' temporary folder: multiprocessing's pymp-* (where a process that passes a
-        # tensor's file descriptor listens) lands here, and goes with close() even when a process
-        # was killed and could not remove its own.
-        self._tmpdir = tempfile.mkdtemp(prefix="tserve-pool-")
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -103,7 +99,7 @@ class PreprocessPool:
         parent, child = self._mp.Pipe(duplex=True)
         from ts.pipeline.child import child_main
 
-        proc = self._mp.Process(target=child_main, args=(child, self.config, slot.index, self._tmpdir),
+        proc = self._mp.Process(target=child_main, args=(child, self.config, slot.index),
                                 name=f"preprocess-{slot.index}", daemon=True)
         proc.start()
         child.close()
@@ -124,7 +120,7 @@ class PreprocessPool:
             msg = slot.conn.recv()
             if msg[0] != "ready":
                 raise PoolStartError(msg[1], msg[2] if len(msg) > 2 else 500)
-            slot.ready = True
+            slot.ready, slot.tmpdir = True, msg[1]
         self._manager = threading.Thread(target=self._run, name="preprocess-pool", daemon=True)
         self._manager.start()
         logger.info("preprocess pool ready: %d processes (pids %s)", self.size,
@@ -150,11 +146,11 @@ class PreprocessPool:
                 if slot.process.is_alive():
                     slot.process.kill()
                     slot.process.join(timeout)
+            _remove_tmpdir(slot)
         with self._lock:
             for task in self._pending:
                 task.future.set_exception(BatchError(503, "the worker is shutting down"))
             self._pending.clear()
-        shutil.rmtree(self._tmpdir, ignore_errors=True)
 
     # ------------------------------------------------------------------ tasks
     def submit(self, kind: str, batch_id: int, payload: dict[str, Any]) -> Task:
@@ -227,7 +223,7 @@ class PreprocessPool:
             return  # the sentinel reports the death
         kind = msg[0]
         if kind == "ready":
-            slot.ready = True
+            slot.ready, slot.tmpdir = True, msg[1]
             logger.info("preprocess process %d (pid %d) restarted and ready", slot.index, slot.process.pid)
             return
         if kind == "init-error":
@@ -253,6 +249,7 @@ class PreprocessPool:
     def _on_death(self, slot: Slot) -> None:
         proc = slot.process
         proc.join(1)
+        _remove_tmpdir(slot)
         code = proc.exitcode
         how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
         task = slot.tasks.popleft() if slot.tasks else None
@@ -271,3 +268,10 @@ class PreprocessPool:
             pass
         slot.restarts += 1
         self._spawn(slot)
+
+
+def _remove_tmpdir(slot: Slot) -> None:
+    """A process that exits normally removes its pymp-* folder itself; a killed one cannot."""
+    if slot.tmpdir:
+        shutil.rmtree(slot.tmpdir, ignore_errors=True)
+        slot.tmpdir = ""
