@@ -181,6 +181,9 @@ def run_worker(request: dict[str, Any]) -> int:
     os.environ.clear()
     os.environ.update(env)
     os.environ[WARM_ENV] = "1"
+    import tempfile
+
+    tempfile.tempdir = None  # the zygote may have cached its own TMPDIR: use the worker's
     # sys.path as a cold `python -m` start builds it: the working directory, then PYTHONPATH
     entries = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:0] = [os.getcwd(), *entries]
