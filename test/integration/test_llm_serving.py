@@ -40,20 +40,9 @@ def _build_mar(store: Path) -> Path:
 @pytest.fixture(scope="module")
 def expected() -> dict[str, str]:
     """Each prompt's greedy continuation by Hugging Face's generate, alone (no server)."""
-    import torch
+    from llm_support import greedy_texts
 
-    from ts.llm.tiny import build_model, build_tokenizer
-
-    tok = build_tokenizer()
-    model = build_model(tok)
-    out = {}
-    for prompt in PROMPTS:
-        ids = tok(prompt)["input_ids"]
-        gen = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                             do_sample=False, max_new_tokens=NEW_TOKENS)
-        out[prompt] = tok.decode(gen[0, len(ids):].tolist(), skip_special_tokens=True,
-                                 clean_up_tokenization_spaces=False)
-    return out
+    return greedy_texts(PROMPTS, NEW_TOKENS)
 
 
 @pytest.fixture(scope="module")

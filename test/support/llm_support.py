@@ -35,6 +35,28 @@ def model_fixture(tok):
     return build_model(tok)
 
 
+@pytest.fixture(scope="module", name="model_dir")
+def model_dir_fixture(tmp_path_factory, model, tok):
+    """A folder holding the tiny Llama saved with save_pretrained (as an archive carries it)."""
+    root = tmp_path_factory.mktemp("llm")
+    model.save_pretrained(root / "tiny-llama")
+    tok.save_pretrained(root / "tiny-llama")
+    return root
+
+
+def greedy_texts(prompts: list[str], new_tokens: int) -> dict[str, str]:
+    """Each prompt's greedy continuation by Hugging Face's generate, alone: what a server must
+    give under continuous batching, on one rank or several."""
+    tok = build_tokenizer()
+    model = build_model(tok)
+    out = {}
+    for prompt in prompts:
+        ids = tok(prompt)["input_ids"]
+        gen = reference(model, ids, new_tokens)
+        out[prompt] = tok.decode(gen, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    return out
+
+
 def reference(model, ids: list[int], n: int, eos: int | list[int] | None = None) -> list[int]:
     """``model.generate(do_sample=False)`` for one prompt alone: the new token ids."""
     kwargs = {} if eos is None else {"eos_token_id": eos}

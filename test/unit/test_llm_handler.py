@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from llm_support import model_fixture, one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
+from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
 
 from ts.context import Context, RequestProcessor
 from ts.handler_utils.distributed.config import ModelConfigError
@@ -14,14 +14,6 @@ from ts.llm.engine import GenerationEngine
 from ts.torch_handler.llm_handler import LLMEvent, LLMHandler, LLMRequestError
 
 OAI = "x-tserve-openai"
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, model, tok):
-    root = tmp_path_factory.mktemp("llm")
-    model.save_pretrained(root / "tiny-llama")
-    tok.save_pretrained(root / "tiny-llama")
-    return root
 
 
 def make_handler(model_dir, handler_cfg=None, batch_size=4) -> LLMHandler:

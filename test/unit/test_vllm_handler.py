@@ -10,7 +10,7 @@ import types
 from dataclasses import dataclass, field
 
 import pytest
-from llm_support import model_fixture, one_thread_fixture, tok_fixture  # noqa: F401 - fixtures
+from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, tok_fixture  # noqa: F401 - fixtures
 
 from ts.context import Context
 from ts.handler_utils.distributed.config import ModelConfigError
@@ -21,14 +21,6 @@ from ts.torch_handler.vllm_handler import VLLMHandler
 
 def context(model_dir, cfg) -> Context:
     return Context("tiny", str(model_dir), {"model": {}}, 4, None, "test", model_yaml_config={"handler": cfg})
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, model, tok):
-    root = tmp_path_factory.mktemp("llm")
-    model.save_pretrained(root / "tiny-llama")
-    tok.save_pretrained(root / "tiny-llama")
-    return root
 
 
 def test_without_vllm_loading_says_how_to_install_it_or_what_to_use(model_dir, monkeypatch) -> None:

@@ -10,21 +10,8 @@ import json
 import time
 from dataclasses import dataclass
 
-
-class RefusedRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass
-class Event:
-    request_id: str
-    chunk: bytes | None = None
-    final: bytes | None = None
-    status: int = 200
-    content_type: str = "text/plain"
-    message: str = ""
+from ts.llm.api import LLMEvent
+from ts.llm.engine import LLMRequestError
 
 
 @dataclass
@@ -50,10 +37,10 @@ class CountingStreamHandler:
         try:
             req = json.loads(body or b"{}")
         except ValueError:
-            raise RefusedRequest(400, "body must be JSON like {\"n\": 5}") from None
+            raise LLMRequestError(400, "body must be JSON like {\"n\": 5}") from None
         n = req.get("n")
         if not isinstance(n, int) or n < 1:
-            raise RefusedRequest(400, f"'n' must be a positive integer, got {n!r}")
+            raise LLMRequestError(400, f"'n' must be a positive integer, got {n!r}")
         self.step_s = float(req.get("step_ms", 0)) / 1000
         self.waiting.append(Sequence(request_id, n))
 
@@ -65,21 +52,21 @@ class CountingStreamHandler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def step(self) -> list[Event]:
-        events: list[Event] = []
+    def step(self) -> list[LLMEvent]:
+        events: list[LLMEvent] = []
         for seq in [s for s in self.waiting + self.running if s.cancelled]:
             (self.waiting if seq in self.waiting else self.running).remove(seq)
-            events.append(Event(seq.request_id, final=b"", status=499, message="cancelled"))
+            events.append(LLMEvent(seq.request_id, final=b"", status=499, message="cancelled"))
         while self.waiting and len(self.running) < self.capacity:
             self.running.append(self.waiting.pop(0))
         if self.step_s:
             time.sleep(self.step_s)
         for seq in list(self.running):
             seq.shared_steps += len(self.running) > 1
-            events.append(Event(seq.request_id, chunk=f"t{seq.done} ".encode()))
+            events.append(LLMEvent(seq.request_id, chunk=f"t{seq.done} ".encode()))
             seq.done += 1
             if seq.done == seq.n:
                 self.running.remove(seq)
-                events.append(Event(seq.request_id, final=json.dumps(
+                events.append(LLMEvent(seq.request_id, final=json.dumps(
                     {"tokens": seq.n, "sharedSteps": seq.shared_steps}).encode()))
         return events
