@@ -27,9 +27,10 @@ BUILTIN_HANDLERS = (
     "image_segmenter",
     "dali_image_classifier",
     "vllm_handler",
-    "llm_handler",
     "trt_llm_handler",
 )
+# tserve's own built-in handlers, named in the manifest the same way
+TSERVE_HANDLERS = ("llm_handler",)
 BUILTIN_LSP_HANDLERS = ("BaseHandler", "TorchScriptHandler")
 UNWANTED_DIRS = frozenset({"__MACOSX", "__pycache__"})
 GLOB_CHARS = ("*", "?", "[")
@@ -57,7 +58,7 @@ def handler_file(config: ModelArchiverConfig) -> str | None:
     """
     handler = config.handler
     lsp = config.runtime == RuntimeType.LSP.value
-    if handler in (BUILTIN_LSP_HANDLERS if lsp else BUILTIN_HANDLERS):
+    if handler in (BUILTIN_LSP_HANDLERS if lsp else BUILTIN_HANDLERS + TSERVE_HANDLERS):
         return None
     path, sep, function = handler.rpartition(":")
     if not (sep and path and function.isidentifier()):
@@ -69,7 +70,7 @@ def handler_file(config: ModelArchiverConfig) -> str | None:
     if not path.endswith(suffix):
         path += suffix
     if not os.path.isfile(path):
-        builtins = ", ".join(BUILTIN_LSP_HANDLERS if lsp else BUILTIN_HANDLERS)
+        builtins = ", ".join(BUILTIN_LSP_HANDLERS if lsp else BUILTIN_HANDLERS + TSERVE_HANDLERS)
         raise ModelArchiverError(
             f"Handler file not found: {path} (from --handler {handler}). --handler takes a "
             f"{suffix} file, file{suffix}:function, or a built-in handler name: {builtins}."

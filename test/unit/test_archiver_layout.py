@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from model_archiver import ModelArchiver, ModelArchiverConfig
-from model_archiver.artifacts import BUILTIN_HANDLERS
+from model_archiver.artifacts import BUILTIN_HANDLERS, TSERVE_HANDLERS
 
 
 def members(path: str) -> dict[str, bytes]:
@@ -46,7 +46,7 @@ def src(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-@pytest.mark.parametrize("name", BUILTIN_HANDLERS)
+@pytest.mark.parametrize("name", BUILTIN_HANDLERS + TSERVE_HANDLERS)
 def test_builtin_handlers_are_named_not_copied(src: Path, tmp_path: Path, name: str) -> None:
     out = archive(tmp_path, handler=name)
     assert list(members(out)) == ["MAR-INF/MANIFEST.json"]
