@@ -115,6 +115,7 @@ def build_java_command(
     java: str | None = None,
     tmp_dir: Path | None = None,
     log_config: Path | None = None,
+    member_of: str | None = None,
 ) -> list[str]:
     """The frontend's command line; the test harness uses this same function."""
     java = java or find_java()
@@ -138,6 +139,8 @@ def build_java_command(
         cmd.append("-dt")
     if enable_model_api:
         cmd.append("-mapi")
+    if member_of:
+        cmd += ["--member-of", member_of]
     return cmd
 
 
@@ -226,6 +229,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--plugins-path", "--ppath", dest="plugins_path", help=argparse.SUPPRESS)
     parser.add_argument("--disable-token-auth", "--dt", dest="disable_token_auth", action="store_true", help="turn off token authorization")
     parser.add_argument("--enable-model-api", dest="enable_model_api", action="store_true", help="allow (un)registering models")
+    parser.add_argument("--member-of", dest="member_of", metavar="LEADER",
+                        help="run as a member node of LEADER (its management address) for models across machines")
     return parser
 
 
@@ -265,6 +270,7 @@ def _resolve_start(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
         enable_model_api=args.enable_model_api,
         vmargs=vmargs,
         log_config=Path(args.log_config) if args.log_config else None,
+        member_of=args.member_of,
     )
     return cmd, props
 

@@ -92,6 +92,11 @@ public final class ConfigKeys {
         // tserve's own keys
         k("worker_socket_type", Type.STRING, "unix");
         k("max_download_size", Type.LONG, "10737418240");
+        // one model across machines (docs/distributed.md, "Across machines")
+        k("cluster_members", Type.STRING, "");
+        k("cluster_leader", Type.STRING, null);
+        k("cluster_address", Type.STRING, null);
+        k("cluster_key", Type.STRING, null);
         // TorchServe keys accepted for compatibility but without effect in tserve
         ignored("keystore", Type.STRING, null);
         ignored("keystore_pass", Type.STRING, null);

@@ -201,6 +201,44 @@ public final class TorchrunOptions {
         return cmd;
     }
 
+    /**
+     * The options of one node of a job that spans machines under a leader: {@code node-rank},
+     * {@code local-addr} (when given) and, for c10d, {@code rdzv-conf is_host} (the leader's agent
+     * hosts the rendezvous store); max-restarts 0, as the leader restarts the whole job itself.
+     */
+    public TorchrunOptions forNode(int nodeRank, String localAddr) {
+        Map<String, String> pass = new LinkedHashMap<>(passThrough);
+        pass.put("node-rank", String.valueOf(nodeRank));
+        if (localAddr != null && !localAddr.isEmpty()) {
+            pass.put("local-addr", localAddr);
+        }
+        if (rdzvBackend.equals("c10d")) {
+            String conf = pass.getOrDefault("rdzv-conf", "");
+            conf = conf.replaceAll("(^|,)is_host=[^,]*", "").replaceFirst("^,", "");
+            pass.put("rdzv-conf", (conf.isEmpty() ? "" : conf + ",") + "is_host=" + (nodeRank == 0 ? 1 : 0));
+        }
+        return new TorchrunOptions(parallelType, parallelLevel, nnodes, 0, ompThreads, rdzvBackend, rdzvEndpoint, pass);
+    }
+
+    /** The torchrun block these options were parsed from (to send to another node). */
+    public Map<String, Object> toMap() {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("nnodes", nnodes);
+        m.put("nproc-per-node", parallelLevel);
+        m.put("max-restarts", maxRestarts);
+        m.put("omp-num-threads", ompThreads);
+        m.put("rdzv-backend", rdzvBackend);
+        if (rdzvEndpoint != null) {
+            m.put("rdzv-endpoint", rdzvEndpoint);
+        }
+        passThrough.forEach((k, v) -> {
+            if (!k.equals("node-rank") && !k.equals("local-addr")) {
+                m.put(k, v);
+            }
+        });
+        return m;
+    }
+
     /** Environment every rank needs besides the server's own. */
     public Map<String, String> environment(DeviceReservation devices) {
         Map<String, String> env = new LinkedHashMap<>();

@@ -82,7 +82,11 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 }
             }
             if (type != ConnectorType.INFERENCE) {
-                authorize(req, seg[0].equals("token") && seg.length == 1 ? KeyType.API : KeyType.MANAGEMENT);
+                if (seg[0].equals("cluster")) {
+                    authorizeCluster(req);
+                } else {
+                    authorize(req, seg[0].equals("token") && seg.length == 1 ? KeyType.API : KeyType.MANAGEMENT);
+                }
                 if (management.handle(ex, req, seg, q)) {
                     return;
                 }
@@ -115,6 +119,18 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
         if (!tokens.check(key, req.headers().get(HttpHeaderNames.AUTHORIZATION))) {
             throw new HttpError(401, "InvalidKeyException", TokenAuthorization.failureMessage(key));
         }
+    }
+
+    /** The leader's calls: the management key, or the cluster_key every node of a cluster shares. */
+    private void authorizeCluster(FullHttpRequest req) throws HttpError {
+        String header = req.headers().get(HttpHeaderNames.AUTHORIZATION);
+        String key = cfg.get("cluster_key");
+        if (key != null && !key.isEmpty() && header != null
+                && java.security.MessageDigest.isEqual(("Bearer " + key).getBytes(java.nio.charset.StandardCharsets.UTF_8),
+                        header.trim().getBytes(java.nio.charset.StandardCharsets.UTF_8))) {
+            return;
+        }
+        authorize(req, KeyType.MANAGEMENT);
     }
 
     @Override

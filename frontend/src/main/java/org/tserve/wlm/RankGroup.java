@@ -21,10 +21,17 @@ class RankGroup {
     private volatile long[] pids = new long[0];
     private volatile String[] states = new String[0];
     private volatile int elasticRestarts;
+    /** Global rank of local rank 0: nodeRank x ranks per node on a node of a job across machines. */
+    private volatile int rankOffset;
 
     RankGroup(TorchrunOptions dist, DeviceReservation devices) {
         this.dist = dist;
         this.devices = devices;
+    }
+
+    /** Node {@code nodeRank} of a job across machines: describe shows global ranks. */
+    void setNodeRank(int nodeRank) {
+        rankOffset = nodeRank * dist.ranks();
     }
 
     /** How many sockets the frontend opens: one per rank (one for a plain worker). */
@@ -104,7 +111,7 @@ class RankGroup {
         String[] s = states;
         List<RankDescription> out = new ArrayList<>(p.length);
         for (int r = 0; r < p.length; r++) {
-            out.add(new RankDescription(r, p[r], devicesOf(r), s[r]));
+            out.add(new RankDescription(rankOffset + r, p[r], devicesOf(r), s[r]));
         }
         return out;
     }

@@ -10,6 +10,7 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.tserve.config.ModelSettings;
 import org.tserve.dist.DeviceReservation;
+import org.tserve.dist.TorchrunOptions;
 import org.tserve.wlm.protocol.FrameType;
 
 /**
@@ -47,6 +48,20 @@ final class WorkerThread {
     private volatile WorkerProcess process;
     private volatile BackendLink link;
     private volatile ScheduledFuture<?> sweeper;
+    /** This node's torchrun options (a job across machines: {@link TorchrunOptions#forNode}). */
+    private volatile TorchrunOptions launchDist;
+    /** The run id every node of a job across machines shares (null: the single-node default). */
+    private volatile String runId;
+    /** On a member node: load the local ranks and hold them; rank 0 on the leader drives them. */
+    private volatile boolean member;
+    /** On the leader of a job across machines: the member nodes (null otherwise). */
+    private volatile RemoteNodes remote;
+    /** Why the job lost a node (named), set by the node watcher; null while every node is fine. */
+    private volatile String nodeFailure;
+    /** Why the last lifetime ended (null: asked to stop), for a member's state. */
+    private volatile String lastFailure;
+    /** Whether the member nodes run their part of the current lifetime (the watcher polls them). */
+    private volatile boolean nodesStarted;
 
     /** How one process lifetime ended: whether it loaded the model, and why it ended (null: asked to). */
     private record Lifetime(boolean loaded, String failure, int status) {
@@ -63,6 +78,52 @@ final class WorkerThread {
         this.ranks = new RankGroup(model.dist, devices);
         this.writer = new BatchWriter(model, port, inFlight, this::isStopping);
         this.reader = new ResponseReader(manager, model, name, port, inFlight, this::isStopping);
+        this.launchDist = model.dist;
+    }
+
+    /**
+     * Makes this worker the leader (node 0) of a job across machines: its own agent gets node-rank
+     * 0 (and is_host for c10d), and {@code members} start the other nodes' ranks.
+     */
+    void leadNodes(List<org.tserve.dist.MemberClient> members, String localAddr, String leaderAddress) {
+        this.launchDist = model.dist.forNode(0, localAddr);
+        this.runId = model.name + "_" + model.version + "_" + port;
+        this.remote = new RemoteNodes(members, model, runId, leaderAddress);
+    }
+
+    /** Makes this worker node {@code nodeRank} of a leader's job: it loads its ranks and serves nothing. */
+    void memberOf(int nodeRank, String localAddr, String jobRunId) {
+        this.launchDist = model.dist.forNode(nodeRank, localAddr);
+        this.runId = jobRunId;
+        this.member = true;
+        ranks.setNodeRank(nodeRank);
+    }
+
+    /** Why the last lifetime failed (null when none did or it was asked to stop). */
+    String getLastFailure() {
+        return lastFailure;
+    }
+
+    /** Every node of a job across machines for describe (null for a worker on one machine). */
+    com.google.gson.JsonArray describeNodes() {
+        RemoteNodes r = remote;
+        if (r == null) {
+            return null;
+        }
+        com.google.gson.JsonArray out = new com.google.gson.JsonArray();
+        com.google.gson.JsonObject leader = new com.google.gson.JsonObject();
+        leader.addProperty("node", 0);
+        leader.addProperty("address", "leader");
+        leader.addProperty("state", state.name());
+        leader.addProperty("pid", getPid());
+        com.google.gson.JsonArray rs = new com.google.gson.JsonArray();
+        for (RankDescription d : ranks.describe()) {
+            rs.add(d.toJson());
+        }
+        leader.add("ranks", rs);
+        out.add(leader);
+        out.addAll(r.describe());
+        return out;
     }
 
     /** The worker's name in logs and metrics: {@code W-<port>-<model>_<version>}. */
@@ -160,6 +221,43 @@ final class WorkerThread {
         sweeper = manager.scheduler().scheduleWithFixedDelay(this::sweepTimeouts, SWEEP_MILLIS, SWEEP_MILLIS,
                 TimeUnit.MILLISECONDS);
         t.start();
+        if (remote != null) {
+            Thread watcher = new Thread(this::watchNodes, name + "-nodes");
+            watcher.setDaemon(true);
+            watcher.start();
+        }
+    }
+
+    /**
+     * Polls the member nodes while the job runs; a lost node ends the lifetime: the batches in
+     * flight fail naming the node, and the whole job (every node) restarts with the backoff.
+     */
+    private void watchNodes() {
+        while (!stopped.isDone()) {
+            try {
+                Thread.sleep(500);
+            } catch (InterruptedException e) {
+                return;
+            }
+            RemoteNodes r = remote;
+            if (stopping || nodeFailure != null || process == null || !nodesStarted) {
+                continue;
+            }
+            String lost = r.check();
+            if (lost == null || stopping || !nodesStarted) {
+                continue;
+            }
+            nodeFailure = lost;
+            LOG.warning(name + ": " + lost + "; the job restarts on every node");
+            BackendLink c = link;
+            if (c != null) {
+                c.die(lost);
+            }
+            WorkerProcess p = process;
+            if (p != null) {
+                p.kill();
+            }
+        }
     }
 
     /** Asks the worker to stop: no new batches, in-flight batches finish, then STOP and exit. */
@@ -189,8 +287,8 @@ final class WorkerThread {
             while (!stopping) {
                 Lifetime end = live();
                 reap(end);
-                if (stopping) {
-                    break;
+                if (stopping || member) {
+                    break;   // a member's job is restarted by its leader, not here
                 }
                 if (end.loaded()) {
                     backoff.loaded();
@@ -211,7 +309,8 @@ final class WorkerThread {
         try {
             spawnAndServe();
             BackendLink c = link;
-            return new Lifetime(true, c == null ? null : c.deadReason(), 500);
+            String lost = nodeFailure;
+            return new Lifetime(true, lost != null ? lost : c == null ? null : c.deadReason(), 500);
         } catch (WorkerFailure e) {
             return ended(e.getMessage(), e.status);
         } catch (IOException e) {
@@ -226,7 +325,8 @@ final class WorkerThread {
     }
 
     private Lifetime ended(String failure, int status) {
-        return new Lifetime(state == WorkerState.READY, failure, status);
+        String lost = nodeFailure;
+        return new Lifetime(state == WorkerState.READY, lost != null ? lost : failure, lost != null ? 500 : status);
     }
 
     /**
@@ -239,6 +339,10 @@ final class WorkerThread {
         while (true) {
             BackendLink c = connectAndLoad();
             ready();
+            if (member) {
+                follow(c);
+                return;
+            }
             writer.serve(c);
             if (stopping) {
                 if (c.alive()) {
@@ -257,7 +361,33 @@ final class WorkerThread {
         startTime = System.currentTimeMillis();
         ranks.reset("STARTING");
         link = null;
-        process = WorkerProcess.start(manager.workerEnvironment(), model, port, name, devices, rdzvPort);
+        nodeFailure = null;
+        process = WorkerProcess.start(manager.workerEnvironment(), model, port, name, devices, rdzvPort, launchDist,
+                runId);
+        RemoteNodes r = remote;
+        if (r != null) {
+            r.start(runId);
+            nodesStarted = true;
+        }
+    }
+
+    /**
+     * A member node's ranks take no requests from here (rank 0 on the leader feeds them): hold
+     * them until asked to stop, a rank closes its connection or the agent exits.
+     */
+    private void follow(BackendLink c) throws WorkerFailure, InterruptedException {
+        while (!stopping && c.alive() && process.isAlive()) {
+            stopSignal.await(100, TimeUnit.MILLISECONDS);
+        }
+        if (stopping) {
+            if (c.alive()) {
+                drainAndStop(c);
+            }
+            return;
+        }
+        if (!process.isAlive()) {
+            throw new WorkerFailure(500, "torchrun agent of node exited with status " + process.exitStatus());
+        }
     }
 
     private BackendLink connectAndLoad() throws WorkerFailure, IOException, InterruptedException {
@@ -289,7 +419,8 @@ final class WorkerThread {
      */
     private boolean elasticRestart(BackendLink c) {
         int dead = c.deadRank();
-        if (!model.dist.usesTorchrun() || dead < 0) {
+        if (!model.dist.usesTorchrun() || dead < 0 || remote != null || member) {
+            // across machines the leader restarts the whole job (every node) itself
             return false;
         }
         String who = "rank " + dead + " of worker " + port;
@@ -321,6 +452,12 @@ final class WorkerThread {
     /** Ends the lifetime: closes the link, stops the process, fails what it held, reports a failed first load. */
     private void reap(Lifetime end) {
         String failure = end.failure();
+        lastFailure = stopping ? null : failure;
+        RemoteNodes r = remote;
+        if (r != null) {
+            nodesStarted = false;
+            r.stopAll();
+        }
         BackendLink c = link;
         if (c != null) {
             c.die(failure == null ? "worker stopped" : failure);
