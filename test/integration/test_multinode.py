@@ -14,8 +14,10 @@ every process are removed in teardown.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +46,8 @@ LEADER_IP, MEMBER_IP = "10.231.0.1", "10.231.0.2"
 RDZV_PORT = 29400
 MGMT = 8081
 CLONE_NEWNET = 0x40000000
+ETCD = shutil.which("etcd")
+ETCD_PORT = 2379
 TP2_YAML = f"""\
 minWorkers: 1
 maxWorkers: 1
@@ -65,6 +69,9 @@ tp:
     layers.0: colwise
     layers.1: rowwise
 """
+# dynamic mode: an elastic job of 1 to 2 nodes on etcd ("1:2" quoted: YAML reads 1:2 as 62)
+TPE_YAML = TP2_YAML.replace("  nnodes: 2\n", '  nnodes: "1:2"\n  max-restarts: 3\n  rdzv-conf: last_call_timeout=5\n').replace(
+    "rdzv-backend: static", "rdzv-backend: etcd-v2").replace(f"{LEADER_IP}:{RDZV_PORT}", f"{LEADER_IP}:2379")
 
 
 def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -201,8 +208,12 @@ class Node:
                 pass
 
 
-@pytest.fixture
-def cluster(tmp_path: Path):
+@contextlib.contextmanager
+def two_nodes(tmp_path: Path, archives: dict[str, str], leader_only: tuple[str, ...] = (),
+              members: str = f"{MEMBER_IP}:{MGMT}", member_extra: dict | None = None, etcd: bool = False):
+    """Namespaces, an optional etcd (leader's namespace), a member and a leader started with the
+    CLI, each with its own model store holding ``archives`` (but ``leader_only`` only on the
+    leader); yields (leader, member, client). Everything is stopped and removed afterwards."""
     if os.geteuid() != 0:
         pytest.skip("network namespaces need root")
     ns = Namespaces()
@@ -212,28 +223,22 @@ def cluster(tmp_path: Path):
         ns.remove()
         pytest.skip(f"the kernel refused network namespaces or veth pairs: {e.stderr.strip()}")
     # each node has its own model store: the archive reaches a member as the same name in its store
-    stores = {name: tmp_path / name / "store" for name in ("leader", "member")}
-    archives = {"tp2": TP2_YAML, "tp3": TP2_YAML.replace("nnodes: 2", "nnodes: 3"),
-                "gpu2": TP2_YAML.replace("deviceType: cpu", "deviceType: gpu").replace("parallelLevel: 1",
-                                                                                      "parallelLevel: 2")
-                .replace("nproc-per-node: 1", "nproc-per-node: 2"),
-                "only_leader": TP2_YAML}
     for name, yaml in archives.items():
-        for node, store in stores.items():
-            if node == "leader" or name != "only_leader":
-                harness.build_mar(store, name, HANDLERS / "tp_mlp_handler.py",
+        for node in ("leader", "member"):
+            if node == "leader" or name not in leader_only:
+                harness.build_mar(tmp_path / node / "store", name, HANDLERS / "tp_mlp_handler.py",
                                   extra_files=[HANDLERS / "mlp_common.py"], config_yaml=yaml)
-    # node 2 of the leader's list is a port nobody listens on: an unreachable member
-    members = f"{MEMBER_IP}:{MGMT},{MEMBER_IP}:{MGMT + 18}"
-    # each node its own device: the member's models entry pins tp2 to device 1 (GPU runs)
-    member_extra = {"models": '{"tp2": {"1.0": {"deviceIds": [1]}}}'} if GPU else {"number_of_gpu": 1}
     member = Node(tmp_path / "member", ns.member, ns.member_if,
-                  node_config(tmp_path / "member", stores["member"], MEMBER_IP, member_extra),
+                  node_config(tmp_path / "member", tmp_path / "member" / "store", MEMBER_IP, member_extra or {}),
                   member_of=f"{LEADER_IP}:{MGMT}")
     leader = Node(tmp_path / "leader", ns.leader, ns.leader_if,
-                  node_config(tmp_path / "leader", stores["leader"], LEADER_IP, {"cluster_members": members}))
+                  node_config(tmp_path / "leader", tmp_path / "leader" / "store", LEADER_IP,
+                              {"cluster_members": members}))
     client = Client(ns.leader)
+    server = None
     try:
+        if etcd:
+            server = start_etcd(ns.leader, tmp_path / "etcd", client)
         member.start()
         leader.start()
         yield leader, member, client
@@ -243,7 +248,37 @@ def cluster(tmp_path: Path):
             if node.pid is not None and harness.alive(node.pid):
                 node.stop()
             node.kill_all()
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait(10)
         ns.remove()
+
+
+def start_etcd(ns: str, data: Path, client: Client) -> subprocess.Popen:
+    """A real etcd with the v2 API (torch's etcd-v2 rendezvous) on the leader's address."""
+    url = f"http://{LEADER_IP}:{ETCD_PORT}"
+    peer = "http://127.0.0.1:2380"
+    data.mkdir(parents=True)
+    log = open(data.parent / "etcd.log", "wb")   # noqa: SIM115 - kept open for the process
+    proc = subprocess.Popen(["ip", "netns", "exec", ns, ETCD, "--name", "tserve-test", "--data-dir", str(data / "d"),
+                             "--enable-v2", "--listen-client-urls", url, "--advertise-client-urls", url,
+                             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                             "--initial-cluster", f"tserve-test={peer}"], stdout=log, stderr=subprocess.STDOUT)
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"etcd exited: {(data.parent / 'etcd.log').read_text()[-2000:]}")
+        try:
+            return client.call("GET", f"{url}/v2/keys", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    harness.wait_for(up, 30, interval=0.2, what="etcd to answer")
+    return proc
 
 
 def describe(client: Client, model: str) -> dict:
@@ -252,8 +287,8 @@ def describe(client: Client, model: str) -> dict:
     return r.json()[0]
 
 
-def predict(client: Client, row: list[float], timeout: float = 60):
-    return client.submit("POST", f"http://{LEADER_IP}:8080/predictions/tp2", json=row, timeout=timeout)
+def predict(client: Client, row: list[float], model: str = "tp2", timeout: float = 60):
+    return client.submit("POST", f"http://{LEADER_IP}:8080/predictions/{model}", json=row, timeout=timeout)
 
 
 def register(client: Client, archive: str):
@@ -267,49 +302,27 @@ def member_jobs(client: Client) -> list:
     return r.json()
 
 
-def test_tp_across_two_namespaces_then_member_killed_under_load(cluster) -> None:
-    leader, member, client = cluster
-    # registrations a member cannot take fail naming that member, and leave nothing behind
-    r = register(client, "only_leader.mar")
-    assert r.status_code == 404, r.text
-    assert f"node 1 ({MEMBER_IP}:{MGMT})" in r.json()["message"] and "only_leader.mar" in r.json()["message"]
-    if not GPU:   # the member has one (fake) device; gpu2 needs two per node
-        r = register(client, "gpu2.mar")
-        assert r.status_code == 507, r.text
-        assert f"node 1 ({MEMBER_IP}:{MGMT})" in r.json()["message"] and "device" in r.json()["message"]
-    r = register(client, "tp3.mar")
-    assert r.status_code == 502, r.text
-    assert f"node 2 ({MEMBER_IP}:{MGMT + 18})" in r.json()["message"] and "unreachable" in r.json()["message"]
-    assert member_jobs(client) == []
-    assert client.call("GET", f"http://{LEADER_IP}:{MGMT}/models", timeout=30).json()["models"] == []
-    assert not member.processes()[1:] and not leader.processes()[1:]
-
-    r = register(client, "tp2.mar")
-    assert r.status_code == 200, r.text + leader.log()[-3000:] + member.log()[-3000:]
-
-    # answers equal the unsplit model, under concurrent requests
-    rows = inputs(8)
-    expected = reference(rows)
-    got = [f.result() for f in [predict(client, row) for row in rows]]
-    for resp, want in zip(got, expected, strict=True):
+def check_answers(client: Client, model: str, rows: list[list[float]]) -> None:
+    """Answers equal the unsplit model, under concurrent requests."""
+    got = [f.result() for f in [predict(client, row, model) for row in rows]]
+    for resp, want in zip(got, reference(rows), strict=True):
         assert resp.status_code == 200, resp.text
         assert close(resp.json(), want), (resp.json(), want)
 
-    # describe on the leader shows both nodes and their ranks
-    worker = describe(client, "tp2")["workers"][0]
-    nodes = worker["nodes"]
-    assert [n["node"] for n in nodes] == [0, 1]
-    assert nodes[1]["address"] == f"{MEMBER_IP}:{MGMT}" and nodes[1]["state"] == "READY"
-    assert [r["rank"] for r in nodes[0]["ranks"]] == [0] and [r["rank"] for r in nodes[1]["ranks"]] == [1]
-    if GPU:
-        assert nodes[0]["ranks"][0]["devices"] == "0" and nodes[1]["ranks"][0]["devices"] == "1", nodes
-    for node in (leader, member):
-        backend = "nccl" if GPU else "gloo"
-        assert f"process group ready ({backend}" in node.log("model_log.log"), node.log("model_log.log")[-2000:]
-    member_agent = nodes[1]["pid"]
-    assert member_agent > 0 and harness.alive(member_agent)
 
-    # SIGKILL the member's agent under load
+def both_nodes_ready(client: Client, model: str) -> dict | None:
+    w = describe(client, model)["workers"]
+    if not w or w[0]["status"] != "READY":
+        return None
+    nodes = w[0].get("nodes", [])
+    ok = len(nodes) == 2 and all(n["state"] == "READY" and n.get("ranks") and
+                                 all(r["state"] == "READY" for r in n["ranks"]) for n in nodes)
+    return w[0] if ok else None
+
+
+def kill_member_agent_under_load(client: Client, model: str, rows: list, member_agent: int, report: Path) -> tuple:
+    """SIGKILLs the member's agent while 3 clients send requests; waits for a failure and then
+    three successes in a row. Returns (failed, succeeded after the kill, recovery seconds)."""
     stop_load = threading.Event()
     results: list[tuple[float, int, str]] = []
 
@@ -319,7 +332,7 @@ def test_tp_across_two_namespaces_then_member_killed_under_load(cluster) -> None
             row = rows[i % len(rows)]
             i += 1
             try:
-                resp = predict(client, row, timeout=120).result()
+                resp = predict(client, row, model, timeout=120).result()
                 results.append((time.monotonic(), resp.status_code, resp.text[:300]))
             except requests.RequestException as e:
                 results.append((time.monotonic(), 599, str(e)[:300]))
@@ -343,49 +356,157 @@ def test_tp_across_two_namespaces_then_member_killed_under_load(cluster) -> None
         stop_load.set()
         for t in loaders:
             t.join(150)
-    after = [(t, code, text) for t, code, text in results if t > killed_at]
-    failed = [x for x in after if x[1] != 200]
-    first_ok_after_failures = next((t for t, code, _ in after if code == 200 and t > (failed[-1][0] if failed else 0)),
-                                   None)
-    recovery_s = (first_ok_after_failures - killed_at) if first_ok_after_failures else None
     before = [x for x in results if x[0] <= killed_at]
-    report = (f"member agent SIGKILLed: before kill {len(before)} ok={sum(c == 200 for _, c, _ in before)}; after kill "
-              f"{len(after)} requests, {len(after) - len(failed)} succeeded, {len(failed)} failed; "
-              f"recovered in {recovery_s and round(recovery_s, 1)} s")
-    print(report)
-    (Path(leader.tmp).parent / "fault_report.txt").write_text(report + "\n" + "\n".join(
-        f"{t - killed_at:+.2f}s {code} {text}" for t, code, text in after))
+    after = [x for x in results if x[0] > killed_at]
+    failed = [x for x in after if x[1] != 200]
+    last_failure = failed[-1][0] if failed else killed_at
+    recovered_at = next((t for t, code, _ in after if code == 200 and t > last_failure), None)
+    recovery_s = None if recovered_at is None else recovered_at - killed_at
+    line = (f"{model}: member agent SIGKILLed under load: before the kill {len(before)} requests, all 200: "
+            f"{all(c == 200 for _, c, _ in before)}; after it {len(after)} requests, {len(after) - len(failed)} "
+            f"succeeded, {len(failed)} failed; recovered {recovery_s and round(recovery_s, 1)} s after the kill")
+    print(line)
+    report.write_text(line + "\n" + "\n".join(f"{t - killed_at:+.2f}s {code} {text}" for t, code, text in after))
     assert all(code == 200 for _, code, _ in before)
     assert failed and recovery_s is not None
     # the failures name the lost node (or come from rank 0's broken collective while it is noticed)
-    assert any(f"{MEMBER_IP}" in text for _, _, text in failed), failed[:5]
+    assert any(MEMBER_IP in text for _, _, text in failed), failed[:5]
     assert all(code in (500, 503) for _, code, _ in failed), failed[:5]
-    worker = describe(client, "tp2")["workers"][0]
-    assert worker["status"] == "READY" and worker["nodes"][1]["state"] == "READY"
-    assert worker["nodes"][1]["pid"] != member_agent
+    return len(failed), len(after) - len(failed), recovery_s
 
-    # the whole member goes away (frontend and ranks SIGKILLed) and comes back: it rejoins
-    member.kill_all()
-    gone = time.monotonic()
-    harness.wait_for(lambda: describe(client, "tp2")["workers"][0]["status"] != "READY", 30,
-                     what="the leader to notice the member is gone")
-    member.start()
-    harness.wait_for(lambda: predict(client, rows[0], timeout=60).result().status_code == 200, 240, interval=0.5,
-                     what="the job to re-form with the restarted member")
-    print(f"member frontend killed and restarted: serving again after {time.monotonic() - gone:.1f} s")
-    worker = describe(client, "tp2")["workers"][0]
-    assert worker["nodes"][1]["state"] == "READY", worker
 
-    # unregistering on the leader stops the member's ranks
-    r = client.call("DELETE", f"http://{LEADER_IP}:{MGMT}/models/tp2", timeout=120)
-    assert r.status_code == 200, r.text
-    assert member_jobs(client) == []
-    harness.wait_for(lambda: not member.processes()[1:], 30, what="the member's ranks to exit")
-    assert register(client, "tp2.mar").status_code == 200
-
-    # --stop on both nodes: nothing left
+def stop_both(leader: Node, member: Node) -> None:
+    """`torchserve --stop` on both nodes: nothing of either is left."""
     for node in (leader, member):
         out = node.stop()
         assert out.returncode == 0, out.stdout + out.stderr
     harness.wait_for(lambda: not leader.processes() and not member.processes(), 30,
                      what="no process of either node left")
+
+
+def test_tp_across_two_namespaces_then_member_killed_under_load(tmp_path: Path) -> None:
+    archives = {"tp2": TP2_YAML, "tp3": TP2_YAML.replace("nnodes: 2", "nnodes: 3"),
+                "gpu2": TP2_YAML.replace("deviceType: cpu", "deviceType: gpu").replace("parallelLevel: 1",
+                                                                                      "parallelLevel: 2")
+                .replace("nproc-per-node: 1", "nproc-per-node: 2"),
+                "only_leader": TP2_YAML}
+    # node 2 of the leader's list is a port nobody listens on: an unreachable member; each node
+    # its own device: the member's models entry pins tp2 to device 1 (GPU runs)
+    member_extra = {"models": '{"tp2": {"1.0": {"deviceIds": [1]}}}'} if GPU else {"number_of_gpu": 1}
+    with two_nodes(tmp_path, archives, leader_only=("only_leader",), members=f"{MEMBER_IP}:{MGMT},{MEMBER_IP}:{MGMT + 18}",
+                   member_extra=member_extra) as (leader, member, client):
+        # registrations a member cannot take fail naming that member, and leave nothing behind
+        r = register(client, "only_leader.mar")
+        assert r.status_code == 404, r.text
+        assert f"node 1 ({MEMBER_IP}:{MGMT})" in r.json()["message"] and "only_leader.mar" in r.json()["message"]
+        if not GPU:   # the member has one (fake) device; gpu2 needs two per node
+            r = register(client, "gpu2.mar")
+            assert r.status_code == 507, r.text
+            assert f"node 1 ({MEMBER_IP}:{MGMT})" in r.json()["message"] and "device" in r.json()["message"]
+        r = register(client, "tp3.mar")
+        assert r.status_code == 502, r.text
+        assert f"node 2 ({MEMBER_IP}:{MGMT + 18})" in r.json()["message"] and "unreachable" in r.json()["message"]
+        assert member_jobs(client) == []
+        assert client.call("GET", f"http://{LEADER_IP}:{MGMT}/models", timeout=30).json()["models"] == []
+        assert not member.processes()[1:] and not leader.processes()[1:]
+
+        r = register(client, "tp2.mar")
+        assert r.status_code == 200, r.text + leader.log()[-3000:] + member.log()[-3000:]
+        rows = inputs(8)
+        check_answers(client, "tp2", rows)
+
+        # describe on the leader shows both nodes and their ranks
+        nodes = describe(client, "tp2")["workers"][0]["nodes"]
+        assert [n["node"] for n in nodes] == [0, 1]
+        assert nodes[1]["address"] == f"{MEMBER_IP}:{MGMT}" and nodes[1]["state"] == "READY"
+        assert [r["rank"] for r in nodes[0]["ranks"]] == [0] and [r["rank"] for r in nodes[1]["ranks"]] == [1]
+        if GPU:
+            assert nodes[0]["ranks"][0]["devices"] == "0" and nodes[1]["ranks"][0]["devices"] == "1", nodes
+        for node in (leader, member):
+            backend = "nccl" if GPU else "gloo"
+            assert f"process group ready ({backend}" in node.log("model_log.log"), node.log("model_log.log")[-2000:]
+        member_agent = nodes[1]["pid"]
+        assert member_agent > 0 and harness.alive(member_agent)
+
+        # static mode: the leader restarts the job on both nodes
+        kill_member_agent_under_load(client, "tp2", rows, member_agent, tmp_path / "fault_report.txt")
+        worker = describe(client, "tp2")["workers"][0]
+        assert worker["status"] == "READY" and worker["nodes"][1]["state"] == "READY"
+        assert worker["nodes"][1]["pid"] != member_agent
+
+        # the whole member goes away (frontend and ranks SIGKILLed) and comes back: it rejoins
+        member.kill_all()
+        gone = time.monotonic()
+        harness.wait_for(lambda: describe(client, "tp2")["workers"][0]["status"] != "READY", 30,
+                         what="the leader to notice the member is gone")
+        member.start()
+        harness.wait_for(lambda: predict(client, rows[0], timeout=60).result().status_code == 200, 240, interval=0.5,
+                         what="the job to re-form with the restarted member")
+        print(f"member frontend killed and restarted: serving again after {time.monotonic() - gone:.1f} s")
+        assert describe(client, "tp2")["workers"][0]["nodes"][1]["state"] == "READY"
+
+        # unregistering on the leader stops the member's ranks
+        r = client.call("DELETE", f"http://{LEADER_IP}:{MGMT}/models/tp2", timeout=120)
+        assert r.status_code == 200, r.text
+        assert member_jobs(client) == []
+        harness.wait_for(lambda: not member.processes()[1:], 30, what="the member's ranks to exit")
+        assert register(client, "tp2.mar").status_code == 200
+        stop_both(leader, member)
+
+
+def test_tp_elastic_with_etcd_rendezvous(tmp_path: Path) -> None:
+    """Dynamic mode: a real etcd (v2 API) in the leader's namespace, nnodes 1:2. The member's
+    agent is SIGKILLed under load: the job re-forms with the nodes that are there (the leader
+    alone, world 1, or with the member's new agent when it joins in time), the leader asks the
+    member to rejoin, and the job ends up on both nodes again, answering the same."""
+    if ETCD is None:
+        pytest.skip("etcd is not installed (Debian's etcd-server package: make apt)")
+    probe = subprocess.run([PYTHON, "-c", "import etcd"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("torch's etcd-v2 rendezvous needs the python-etcd client: pip install python-etcd")
+    with two_nodes(tmp_path, {"tpe": TPE_YAML}, etcd=True) as (leader, member, client):
+        r = register(client, "tpe.mar")
+        assert r.status_code == 200, r.text + leader.log()[-3000:] + member.log()[-3000:]
+        worker = harness.wait_for(lambda: both_nodes_ready(client, "tpe"), 180, interval=0.5,
+                                  what="both nodes in the etcd job")
+        assert [r["rank"] for n in worker["nodes"] for r in n["ranks"]] == [0, 1], worker
+        rows = inputs(8)
+        check_answers(client, "tpe", rows)
+        member_agent = worker["nodes"][1]["pid"]
+
+        failed, ok, recovery = kill_member_agent_under_load(client, "tpe", rows, member_agent,
+                                                           tmp_path / "fault_report.txt")
+        check_answers(client, "tpe", rows)   # the leader alone (world 1) answers the same
+        log = leader.log()
+        assert "torchrun re-forms the job" in log, log[-3000:]
+
+        # the member rejoins by itself (the leader asks it again) and the job re-forms with both
+        worker = harness.wait_for(lambda: both_nodes_ready(client, "tpe"), 180, interval=0.5,
+                                  what="the member to rejoin the etcd job")
+        assert worker["nodes"][1]["pid"] != member_agent
+        check_answers(client, "tpe", rows)
+
+        # the whole member goes away: the leader serves alone (world 1) until it comes back
+        member.kill_all()
+        gone = time.monotonic()
+
+        def leader_alone() -> bool:
+            w = describe(client, "tpe")["workers"][0]
+            return w["status"] == "READY" and w["nodes"][1]["state"] != "READY" and (
+                "group_world_size=1" in leader.log("model_log.log"))
+
+        harness.wait_for(leader_alone, 120, interval=0.5, what="the job to re-form with the leader alone")
+        print(f"tpe: member gone; the leader serves alone {time.monotonic() - gone:.1f} s later")
+        check_answers(client, "tpe", rows)
+        member.start()
+        back = time.monotonic()
+        harness.wait_for(lambda: both_nodes_ready(client, "tpe"), 180, interval=0.5,
+                         what="the restarted member to rejoin the etcd job")
+        print(f"tpe: member restarted; the job runs on both nodes again {time.monotonic() - back:.1f} s later")
+        check_answers(client, "tpe", rows)
+        # whether the leader served alone meanwhile depends on when the member's new agent joined
+        worlds = [line.rsplit("=", 1)[1] for line in leader.log("model_log.log").splitlines()
+                  if "group_world_size=" in line]
+        print(f"tpe: rounds of the job (world sizes): {worlds}")
+        assert len(worlds) >= 2 and worlds[-1] == "2", worlds
+        stop_both(leader, member)

@@ -23,6 +23,8 @@ class RankGroup {
     private volatile int elasticRestarts;
     /** Global rank of local rank 0: nodeRank x ranks per node on a node of a job across machines. */
     private volatile int rankOffset;
+    /** The global rank local rank 0 reported in its LOADED answer (-1: not said). */
+    private volatile int firstGlobalRank = -1;
 
     RankGroup(TorchrunOptions dist, DeviceReservation devices) {
         this.dist = dist;
@@ -67,6 +69,9 @@ class RankGroup {
         }
         try {
             JsonObject r = JsonParser.parseString(loadedJson).getAsJsonObject();
+            if (rank == 0 && r.has("rank")) {
+                firstGlobalRank = r.get("rank").getAsInt();
+            }
             if (r.has("pid") && rank < pids.length) {
                 long pid = r.get("pid").getAsLong();
                 long[] p = pids.clone();
@@ -92,6 +97,25 @@ class RankGroup {
         elasticRestarts++;
         mark("RESTARTING");
         return true;
+    }
+
+    /** The global rank of local rank 0 as its LOADED answer said (-1 when it did not). */
+    int firstGlobalRank() {
+        return firstGlobalRank;
+    }
+
+    /** The pids of this node's ranks that answered LOAD. */
+    long[] loadedPids() {
+        return java.util.Arrays.stream(pids).filter(p -> p > 0).toArray();
+    }
+
+    /**
+     * An elastic job re-forms (dynamic mode: a node left or joined): counted and shown as
+     * RESTARTING; torchrun itself enforces max-restarts (re-forms for a joining node are free).
+     */
+    void reform() {
+        elasticRestarts++;
+        mark("RESTARTING");
     }
 
     int elasticRestarts() {

@@ -23,6 +23,8 @@ final class RemoteNodes {
     private static final Logger LOG = Logger.getLogger(RemoteNodes.class.getName());
     /** Consecutive unanswered polls after which a member counts as lost. */
     static final int UNREACHABLE_POLLS = 3;
+    /** How often a lost member is asked to rejoin an elastic (etcd) job. */
+    static final long REJOIN_MILLIS = 3000;
 
     private final List<MemberClient> members;
     private final Model model;
@@ -31,6 +33,7 @@ final class RemoteNodes {
     private final boolean[] started;
     private final JsonObject[] lastState;
     private final int[] unanswered;
+    private final long[] lastRejoin;
 
     RemoteNodes(List<MemberClient> members, Model model, String jobId, String leader) {
         this.members = members;
@@ -40,6 +43,7 @@ final class RemoteNodes {
         this.started = new boolean[members.size()];
         this.lastState = new JsonObject[members.size()];
         this.unanswered = new int[members.size()];
+        this.lastRejoin = new long[members.size()];
     }
 
     String jobId() {
@@ -113,33 +117,70 @@ final class RemoteNodes {
 
     /**
      * Polls every started member once. Returns why the job is lost (naming the node), or null
-     * while every member's ranks are starting or ready.
+     * while every member's ranks are starting or ready. In an elastic (etcd) job the lost member
+     * is then asked to rejoin ({@link #rejoin}).
      */
     String check() {
         for (int i = 0; i < members.size(); i++) {
             if (!started[i]) {
                 continue;
             }
-            JsonObject st;
-            try {
-                st = members.get(i).state(jobId, Duration.ofSeconds(2));
-            } catch (MemberException e) {
-                if (e.status == 404) {
-                    return node(i) + " lost: it no longer runs job " + jobId;
+            String lost = lost(i);
+            if (lost != null) {
+                JsonObject st = new JsonObject();
+                st.addProperty("state", "LOST");
+                st.addProperty("failure", lost);
+                lastState[i] = st;
+                if (model.dist.dynamicRendezvous()) {
+                    started[i] = false;
+                    lastRejoin[i] = System.currentTimeMillis();
                 }
-                if (++unanswered[i] >= UNREACHABLE_POLLS) {
-                    return node(i) + " lost: " + e.getMessage();
-                }
+                return lost;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * An elastic (etcd) job: asks every member that is not part of it to start its part again
+     * (every {@link #REJOIN_MILLIS}); its agent joins the rendezvous and torchrun re-forms the job.
+     */
+    void rejoin(String runId) {
+        long now = System.currentTimeMillis();
+        for (int i = 0; i < members.size(); i++) {
+            if (started[i] || now - lastRejoin[i] < REJOIN_MILLIS) {
                 continue;
             }
-            unanswered[i] = 0;
-            lastState[i] = st;
-            String state = st.has("state") ? st.get("state").getAsString() : "";
-            if (state.equals("FAILED") || state.equals("STOPPED")) {
-                String why = st.has("failure") && !st.get("failure").isJsonNull() ? st.get("failure").getAsString()
-                        : "its ranks stopped";
-                return node(i) + " lost: " + why;
+            lastRejoin[i] = now;
+            try {
+                lastState[i] = members.get(i).start(spec(i + 1, runId), Duration.ofSeconds(30));
+                unanswered[i] = 0;
+                started[i] = true;
+                LOG.info("job " + jobId + ": " + node(i) + " rejoins");
+            } catch (MemberException e) {
+                LOG.fine("job " + jobId + ": " + node(i) + " cannot rejoin yet: " + e.getMessage());
             }
+        }
+    }
+
+    /** Why member {@code i} counts as lost now, or null. */
+    private String lost(int i) {
+        JsonObject st;
+        try {
+            st = members.get(i).state(jobId, Duration.ofSeconds(2));
+        } catch (MemberException e) {
+            if (e.status == 404) {
+                return node(i) + " lost: it no longer runs job " + jobId;
+            }
+            return ++unanswered[i] >= UNREACHABLE_POLLS ? node(i) + " lost: " + e.getMessage() : null;
+        }
+        unanswered[i] = 0;
+        lastState[i] = st;
+        String state = st.has("state") ? st.get("state").getAsString() : "";
+        if (state.equals("FAILED") || state.equals("STOPPED")) {
+            String why = st.has("failure") && !st.get("failure").isJsonNull() ? st.get("failure").getAsString()
+                    : "its ranks stopped";
+            return node(i) + " lost: " + why;
         }
         return null;
     }

@@ -229,8 +229,10 @@ final class WorkerThread {
     }
 
     /**
-     * Polls the member nodes while the job runs; a lost node ends the lifetime: the batches in
-     * flight fail naming the node, and the whole job (every node) restarts with the backoff.
+     * Polls the member nodes while the job runs. Static mode: a lost node ends the lifetime (the
+     * batches in flight fail naming the node) and the whole job restarts on every node with the
+     * backoff. Dynamic mode (etcd): this node's ranks are ended so that torchrun re-forms the job
+     * with the nodes that are left, and the lost node is asked to rejoin until it does.
      */
     private void watchNodes() {
         while (!stopped.isDone()) {
@@ -240,7 +242,13 @@ final class WorkerThread {
                 return;
             }
             RemoteNodes r = remote;
-            if (stopping || nodeFailure != null || process == null || !nodesStarted) {
+            if (stopping || process == null || !nodesStarted) {
+                continue;
+            }
+            if (dynamic()) {
+                r.rejoin(runId);
+            }
+            if (nodeFailure != null) {
                 continue;
             }
             String lost = r.check();
@@ -248,8 +256,18 @@ final class WorkerThread {
                 continue;
             }
             nodeFailure = lost;
-            LOG.warning(name + ": " + lost + "; the job restarts on every node");
             BackendLink c = link;
+            if (dynamic()) {
+                LOG.warning(name + ": " + lost + "; torchrun re-forms the job without it");
+                if (c != null) {
+                    c.die(lost, 0);
+                }
+                for (long pid : ranks.loadedPids()) {
+                    ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+                }
+                continue;
+            }
+            LOG.warning(name + ": " + lost + "; the job restarts on every node");
             if (c != null) {
                 c.die(lost);
             }
@@ -258,6 +276,11 @@ final class WorkerThread {
                 p.kill();
             }
         }
+    }
+
+    /** A node of a job across machines whose rendezvous is etcd: torchrun re-forms it (elastic). */
+    private boolean dynamic() {
+        return (remote != null || member) && launchDist.dynamicRendezvous();
     }
 
     /** Asks the worker to stop: no new batches, in-flight batches finish, then STOP and exit. */
@@ -341,9 +364,9 @@ final class WorkerThread {
             ready();
             if (member) {
                 follow(c);
-                return;
+            } else {
+                writer.serve(c);
             }
-            writer.serve(c);
             if (stopping) {
                 if (c.alive()) {
                     drainAndStop(c);
@@ -375,18 +398,12 @@ final class WorkerThread {
      * A member node's ranks take no requests from here (rank 0 on the leader feeds them): hold
      * them until asked to stop, a rank closes its connection or the agent exits.
      */
-    private void follow(BackendLink c) throws WorkerFailure, InterruptedException {
+    private void follow(BackendLink c) throws InterruptedException {
         while (!stopping && c.alive() && process.isAlive()) {
             stopSignal.await(100, TimeUnit.MILLISECONDS);
         }
-        if (stopping) {
-            if (c.alive()) {
-                drainAndStop(c);
-            }
-            return;
-        }
-        if (!process.isAlive()) {
-            throw new WorkerFailure(500, "torchrun agent of node exited with status " + process.exitStatus());
+        if (!stopping && !process.isAlive()) {
+            c.die("torchrun agent of node exited with status " + process.exitStatus());
         }
     }
 
@@ -399,10 +416,19 @@ final class WorkerThread {
         link = c;
         reader.start(c);
         starter.load(c, process, deadline, s);
+        if (remote != null && ranks.firstGlobalRank() > 0) {
+            // rank 0 drives every step and must be the leader's (etcd orders nodes by address)
+            throw new WorkerFailure(500, "the leader's first rank came out as global rank " + ranks.firstGlobalRank()
+                    + " of the job: torchrun ordered another node first; with an etcd rendezvous nodes are sorted by "
+                    + "address, so the leader's cluster_address must sort first");
+        }
         return c;
     }
 
     private void ready() {
+        if (dynamic()) {
+            nodeFailure = null;   // the job re-formed with the nodes that are there
+        }
         state = WorkerState.READY;
         ranks.mark("READY");
         int restarts = ranks.elasticRestarts();
@@ -419,11 +445,26 @@ final class WorkerThread {
      */
     private boolean elasticRestart(BackendLink c) {
         int dead = c.deadRank();
-        if (!model.dist.usesTorchrun() || dead < 0 || remote != null || member) {
-            // across machines the leader restarts the whole job (every node) itself
+        if (!model.dist.usesTorchrun() || dead < 0 || ((remote != null || member) && !dynamic())) {
+            // across machines (static mode) the leader restarts the whole job (every node) itself
             return false;
         }
         String who = "rank " + dead + " of worker " + port;
+        if (dynamic()) {
+            if (!process.isAlive()) {
+                c.explainDeath(who + " died and the torchrun agent exited (status " + process.exitStatus()
+                        + ", max-restarts " + launchDist.maxRestarts + "): the worker is restarted");
+                return false;
+            }
+            ranks.reform();
+            String lost = nodeFailure;
+            String msg = (lost != null ? lost + "; " : who + " ended; ")
+                    + "torchrun re-forms the job with the nodes that are there (re-form " + ranks.elasticRestarts() + ")";
+            LOG.warning(name + ": " + msg);
+            state = WorkerState.STARTING;
+            inFlight.failAll(500, msg);
+            return true;
+        }
         if (!ranks.tryElasticRestart(dead, process.isAlive())) {
             c.explainDeath(who + " died; torchrun has no restarts left (max-restarts " + ranks.maxRestarts()
                     + "): the worker is restarted");

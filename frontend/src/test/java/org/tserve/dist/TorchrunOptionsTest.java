@@ -157,4 +157,20 @@ public class TorchrunOptionsTest {
                 m.stream().map(c -> c.address).toList());
         assertTrue(MemberClient.parse("", null).isEmpty());
     }
+
+    @Test
+    public void anElasticJobTakesMinToMaxNodesAndKeepsItsRestartsWithEtcd() {
+        TorchrunOptions o = TorchrunOptions.parse("m", "tp", 1, block("nnodes", "1:3", "rdzv-backend", "etcd-v2",
+                "rdzv-endpoint", "10.0.0.1:2379", "max-restarts", 4));
+        assertEquals(1, o.nnodesMin);
+        assertEquals(3, o.nnodes);
+        assertTrue(o.dynamicRendezvous());
+        String line = String.join(" ", o.forNode(1, "10.0.0.2").command("py", "j", "x:1", "/l", List.of()));
+        assertTrue(line, line.contains("--nnodes 1:3") && line.contains("--max-restarts 4"));
+        assertEquals("1:3", o.toMap().get("nnodes"));
+        assertEquals(3, TorchrunOptions.parse("m", "tp", 1, o.toMap()).nnodes);
+        assertTrue(refusal("tp", 1, block("nnodes", "3:2", "rdzv-endpoint", "h:1")).contains("MIN must not exceed MAX"));
+        assertTrue(refusal("tp", 1, block("nnodes", "a:2", "rdzv-endpoint", "h:1")).contains("torchrun.nnodes"));
+        assertFalse(TorchrunOptions.parse("m", "tp", 1, block("nnodes", 2, "rdzv-endpoint", "h:1")).dynamicRendezvous());
+    }
 }
