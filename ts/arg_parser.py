@@ -29,6 +29,8 @@ class ArgParser:
         parser.add_argument("--disable-token-auth", "--dt", dest="disable_token_auth", action="store_true",
                             help="turn off token authorization")
         parser.add_argument("--enable-model-api", dest="enable_model_api", action="store_true", help="allow (un)registering models")
+        parser.add_argument("--member-of", dest="member_of", metavar="LEADER",
+                            help="run as a member node of LEADER (its management address) for models across machines")
         return parser
 
     @staticmethod

@@ -117,6 +117,7 @@ def build_java_command(
     java: str | None = None,
     tmp_dir: Path | None = None,
     log_config: Path | None = None,
+    member_of: str | None = None,
 ) -> list[str]:
     """The frontend's command line; the test harness uses this same function."""
     java = java or find_java()
@@ -140,6 +141,8 @@ def build_java_command(
         cmd.append("-dt")
     if enable_model_api:
         cmd.append("-mapi")
+    if member_of:
+        cmd += ["--member-of", member_of]
     return cmd
 
 
@@ -251,6 +254,7 @@ def _resolve_start(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
         enable_model_api=args.enable_model_api,
         vmargs=vmargs,
         log_config=Path(args.log_config) if args.log_config else None,
+        member_of=args.member_of,
     )
     return cmd, props
 

@@ -5,19 +5,7 @@
 # the project's venv with a CUDA build of torch, and the frontend jar (make / gradle packageJar).
 # Usage: test/gpu/run_distributed_gpu.sh [extra pytest args]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-PY="${PYTHON:-.venv/bin/python}"
-
-gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -c '^[0-9]' || true)
-if [ "${gpus:-0}" -lt 2 ]; then
-    echo "error: needs at least 2 NVIDIA GPUs, nvidia-smi lists ${gpus:-0}" >&2
-    exit 1
-fi
-if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() and torch.distributed.is_nccl_available() else 1)'; then
-    echo "error: $PY has no CUDA/NCCL build of torch" >&2
-    exit 1
-fi
-[ -f ts/frontend/tserve-frontend.jar ] || gradle --offline --no-daemon -q packageJar
+. "$(dirname "$0")/require_gpus.sh" 2
 
 # The tests read this: the ranks' log must show an NCCL process group. (The tests configure
 # number_of_gpu=4, which the server caps at the GPUs nvidia-smi lists.)

@@ -35,14 +35,27 @@ def _decode(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
+def _round_key() -> str:
+    """The same on every rank of one round of the job, different from the rounds before it.
+
+    When torchrun shares its agent's store across restarts (``TORCHELASTIC_USE_AGENT_STORE``),
+    a restarted job meets its predecessor's keys: the restart count tells the rounds apart (on
+    one machine every rank has the same count). Otherwise (tserve sets
+    ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``) each round has a fresh store, and the restart count
+    must not be used: across machines the nodes of one round may have made different numbers of
+    restarts (a node that joined an elastic job late starts at 0).
+    """
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true":
+        return "attempt" + os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return "round"
+
+
 class RankCoordinator:
     """Publishes one payload per step from rank 0; runs ``fn(payload)`` on every rank."""
 
     def __init__(self, name: str, rank: int, world_size: int, poll_s: float = 5.0) -> None:
         base = dist.distributed_c10d._get_default_store()
-        # Per restart attempt: a restarted job may share the store with its predecessor.
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        self.store = dist.PrefixStore(f"tserve/{name}/attempt{attempt}/", base)
+        self.store = dist.PrefixStore(f"tserve/{name}/{_round_key()}/", base)
         self.rank = rank
         self.world_size = world_size
         self.poll = timedelta(seconds=poll_s)

@@ -47,6 +47,16 @@ def _positive(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def _node_range(value: Any) -> tuple[int, int]:
+    """``torchrun.nnodes``: N, or ``"MIN:MAX"`` for an elastic job (the world may be any of them)."""
+    if isinstance(value, str) and ":" in value:
+        low, _, high = value.partition(":")
+        if low.strip().isdigit() and high.strip().isdigit() and 0 < int(low) <= int(high):
+            return int(low), int(high)
+    n = _positive(value) or 1
+    return n, n
+
+
 class BaseDistributedHandler(BaseHandler):
     """Common lifecycle; subclasses implement ``setup_model`` and ``forward``."""
 
@@ -106,11 +116,12 @@ class BaseDistributedHandler(BaseHandler):
         if not isinstance(torchrun, dict):
             raise ModelConfigError("model-config.yaml: 'torchrun' must be a mapping")
         nproc = _positive(torchrun.get("nproc-per-node")) or _positive(yaml.get("parallelLevel"))
-        nnodes = _positive(torchrun.get("nnodes")) or 1
+        low, high = _node_range(torchrun.get("nnodes"))
         world = self.rank_info.world_size
-        if nproc is not None and nproc * nnodes != world:
+        if nproc is not None and not any(nproc * n == world for n in range(low, high + 1)):
+            wanted = f"{nproc * low}" if low == high else f"{nproc * low} to {nproc * high} (a multiple of {nproc})"
             raise ModelConfigError(
-                f"model-config.yaml asks for {nproc * nnodes} ranks (parallelLevel / "
+                f"model-config.yaml asks for {wanted} ranks (parallelLevel / "
                 f"torchrun.nproc-per-node x nnodes) but this worker runs with WORLD_SIZE={world}; "
                 "start it under torchrun with that many processes"
             )

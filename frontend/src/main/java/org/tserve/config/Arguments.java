@@ -14,6 +14,8 @@ public final class Arguments {
     public boolean enableModelApi;
     public String workflowStore;
     public String cppLogConfig;
+    /** {@code --member-of}: the leader's management address (config key cluster_leader). */
+    public String memberOf;
 
     /** Parses the arguments; an unknown option or a missing value throws a ConfigException. */
     public static Arguments parse(String[] args) {
@@ -62,10 +64,13 @@ public final class Arguments {
                 case "--enable-model-api":
                     a.enableModelApi = true;
                     break;
+                case "--member-of":
+                    a.memberOf = value(args, ++i, opt);
+                    break;
                 default:
                     throw new ConfigException("Unknown option " + opt + "; valid options: -f/--ts-config-file, "
                             + "--python, -m/--models, -s/--model-store, -ncs, -dt/--disable-token-auth, "
-                            + "-mapi/--enable-model-api");
+                            + "-mapi/--enable-model-api, --member-of");
             }
         }
         return a;

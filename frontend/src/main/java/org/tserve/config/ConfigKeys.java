@@ -115,6 +115,11 @@ public final class ConfigKeys {
         k("max_workers", Type.INT, "1024");
         // handler exception text in error answers (false: a generic message; the detail stays in model_log.log)
         k("send_error_detail", Type.BOOL, "true");
+        // one model across machines (docs/distributed.md, "Across machines")
+        k("cluster_members", Type.STRING, "");
+        k("cluster_leader", Type.STRING, null);
+        k("cluster_address", Type.STRING, null);
+        k("cluster_key", Type.STRING, null);
         // TorchServe keys accepted for compatibility but without effect in tserve
         ignored("async_logging", Type.BOOL, "false");
         ignored("prefer_direct_buffer", Type.BOOL, "false");

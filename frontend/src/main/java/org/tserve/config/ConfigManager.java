@@ -92,6 +92,9 @@ public final class ConfigManager {
         if (args.enableModelApi) {
             values.put("enable_model_api", "true");
         }
+        if (args.memberOf != null) {
+            values.put("cluster_leader", args.memberOf);
+        }
         if (Boolean.parseBoolean(get("enable_envvars_config"))) {
             for (Map.Entry<String, String> e : env.entrySet()) {
                 String k = e.getKey();

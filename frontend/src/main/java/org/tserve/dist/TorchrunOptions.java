@@ -26,7 +26,10 @@ public final class TorchrunOptions {
 
     public final String parallelType;
     public final int parallelLevel;
+    /** Nodes of one job: the most (an elastic job {@code MIN:MAX} forms with {@link #nnodesMin}). */
     public final int nnodes;
+    /** The fewest nodes an elastic job ({@code nnodes: MIN:MAX}) runs with; = nnodes otherwise. */
+    public final int nnodesMin;
     public final int maxRestarts;
     public final int ompThreads;
     public final String rdzvBackend;
@@ -35,10 +38,11 @@ public final class TorchrunOptions {
     /** Options passed through as given (rdzv-conf, node-rank, master-addr/port, log-dir, redirects, tee, ...). */
     public final Map<String, String> passThrough;
 
-    private TorchrunOptions(String parallelType, int parallelLevel, int nnodes, int maxRestarts, int ompThreads,
-                            String rdzvBackend, String rdzvEndpoint, Map<String, String> passThrough) {
+    private TorchrunOptions(String parallelType, int parallelLevel, int nnodesMin, int nnodes, int maxRestarts,
+                            int ompThreads, String rdzvBackend, String rdzvEndpoint, Map<String, String> passThrough) {
         this.parallelType = parallelType;
         this.parallelLevel = parallelLevel;
+        this.nnodesMin = nnodesMin;
         this.nnodes = nnodes;
         this.maxRestarts = maxRestarts;
         this.ompThreads = ompThreads;
@@ -113,7 +117,7 @@ public final class TorchrunOptions {
                 warnings.add("parallelLevel " + level + (block.isEmpty() ? "" : " and the torchrun block")
                         + " are ignored without parallelType (pp, tp, pptp or custom): the model runs in one plain worker");
             }
-            return new TorchrunOptions("", Math.max(level, 0), 1, 0, 1, "c10d", null, new LinkedHashMap<>());
+            return new TorchrunOptions("", Math.max(level, 0), 1, 1, 0, 1, "c10d", null, new LinkedHashMap<>());
         }
         if (level < 1) {
             throw new IllegalArgumentException(where + "parallelType " + type + " needs parallelLevel >= 1 (ranks per worker), got " + level);
@@ -121,7 +125,20 @@ public final class TorchrunOptions {
         if (type.equals("pp") && level < 2) {
             throw new IllegalArgumentException(where + "parallelType pp splits the model into stages and needs parallelLevel >= 2, got " + level);
         }
-        int nnodes = intOf(where, "torchrun.nnodes", block.getOrDefault("nnodes", 1), 1);
+        Object nn = block.getOrDefault("nnodes", 1);
+        int nnodesMin;
+        int nnodes;
+        if (nn instanceof String && ((String) nn).contains(":")) {
+            String[] mm = ((String) nn).split(":", 2);
+            nnodesMin = intOf(where, "torchrun.nnodes (MIN of MIN:MAX)", mm[0], 1);
+            nnodes = intOf(where, "torchrun.nnodes (MAX of MIN:MAX)", mm[1], 1);
+            if (nnodesMin > nnodes) {
+                throw new IllegalArgumentException(where + "torchrun.nnodes " + nn + ": MIN must not exceed MAX");
+            }
+        } else {
+            nnodes = intOf(where, "torchrun.nnodes", nn, 1);
+            nnodesMin = nnodes;
+        }
         int maxRestarts = intOf(where, "torchrun.max-restarts", block.getOrDefault("max-restarts", 1), 0);
         Object omp = block.containsKey("omp-num-threads") ? block.get("omp-num-threads") : block.getOrDefault("OMP_NUMBER_THREADS", 1);
         int ompThreads = intOf(where, "torchrun.omp-num-threads", omp, 1);
@@ -159,7 +176,20 @@ public final class TorchrunOptions {
         if (pass.containsKey("master-port")) {
             intOf(where, "torchrun.master-port", pass.get("master-port"), 1);
         }
-        return new TorchrunOptions(type, level, nnodes, maxRestarts, ompThreads, backend, endpoint, pass);
+        return new TorchrunOptions(type, level, nnodesMin, nnodes, maxRestarts, ompThreads, backend, endpoint, pass);
+    }
+
+    /** {@code MIN:MAX} for an elastic job, else the node count: torchrun's {@code --nnodes}. */
+    public String nnodesText() {
+        return nnodesMin == nnodes ? String.valueOf(nnodes) : nnodesMin + ":" + nnodes;
+    }
+
+    /**
+     * Dynamic mode: the rendezvous is an etcd server, and the job forms and re-forms (elastic)
+     * with the nodes that are there; node ranks come from the rendezvous, not from the leader.
+     */
+    public boolean dynamicRendezvous() {
+        return rdzvBackend.equals("etcd") || rdzvBackend.equals("etcd-v2");
     }
 
     private static int intOf(String where, String key, Object value, int min) {
@@ -181,7 +211,7 @@ public final class TorchrunOptions {
      */
     public List<String> command(String python, String runId, String endpoint, String logDir, List<String> workerArgs) {
         List<String> cmd = new java.util.ArrayList<>(Arrays.asList(python, "-m", "torch.distributed.run",
-                "--nnodes", String.valueOf(nnodes), "--nproc-per-node", String.valueOf(parallelLevel),
+                "--nnodes", nnodesText(), "--nproc-per-node", String.valueOf(parallelLevel),
                 "--rdzv-backend", rdzvBackend, "--rdzv-endpoint", rdzvEndpoint != null ? rdzvEndpoint : endpoint,
                 "--rdzv-id", runId, "--max-restarts", String.valueOf(maxRestarts),
                 "--log-dir", passThrough.getOrDefault("log-dir", logDir)));
@@ -199,6 +229,46 @@ public final class TorchrunOptions {
         cmd.addAll(Arrays.asList("-m", "ts.model_service_worker"));
         cmd.addAll(workerArgs);
         return cmd;
+    }
+
+    /**
+     * The options of one node of a job that spans machines under a leader: {@code node-rank},
+     * {@code local-addr} (when given) and, for c10d, {@code rdzv-conf is_host} (the leader's agent
+     * hosts the rendezvous store); max-restarts 0, as the leader restarts the whole job itself,
+     * except with an etcd rendezvous, where torchrun re-forms the job (dynamic mode).
+     */
+    public TorchrunOptions forNode(int nodeRank, String localAddr) {
+        Map<String, String> pass = new LinkedHashMap<>(passThrough);
+        pass.put("node-rank", String.valueOf(nodeRank));
+        if (localAddr != null && !localAddr.isEmpty()) {
+            pass.put("local-addr", localAddr);
+        }
+        if (rdzvBackend.equals("c10d")) {
+            String conf = pass.getOrDefault("rdzv-conf", "");
+            conf = conf.replaceAll("(^|,)is_host=[^,]*", "").replaceFirst("^,", "");
+            pass.put("rdzv-conf", (conf.isEmpty() ? "" : conf + ",") + "is_host=" + (nodeRank == 0 ? 1 : 0));
+        }
+        return new TorchrunOptions(parallelType, parallelLevel, nnodesMin, nnodes, dynamicRendezvous() ? maxRestarts : 0,
+                ompThreads, rdzvBackend, rdzvEndpoint, pass);
+    }
+
+    /** The torchrun block these options were parsed from (to send to another node). */
+    public Map<String, Object> toMap() {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("nnodes", nnodesMin == nnodes ? (Object) nnodes : nnodesText());
+        m.put("nproc-per-node", parallelLevel);
+        m.put("max-restarts", maxRestarts);
+        m.put("omp-num-threads", ompThreads);
+        m.put("rdzv-backend", rdzvBackend);
+        if (rdzvEndpoint != null) {
+            m.put("rdzv-endpoint", rdzvEndpoint);
+        }
+        passThrough.forEach((k, v) -> {
+            if (!k.equals("node-rank") && !k.equals("local-addr")) {
+                m.put(k, v);
+            }
+        });
+        return m;
     }
 
     /** Environment every rank needs besides the server's own. */

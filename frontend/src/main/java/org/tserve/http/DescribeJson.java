@@ -72,14 +72,13 @@ public final class DescribeJson {
                 // distributed workers: one entry per rank (tserve addition to TorchServe's shape)
                 JsonArray ranks = new JsonArray();
                 for (org.tserve.wlm.RankDescription r : w.ranks()) {
-                    JsonObject ro = new JsonObject();
-                    ro.addProperty("rank", r.rank());
-                    ro.addProperty("pid", r.pid());
-                    ro.addProperty("devices", r.devices());
-                    ro.addProperty("state", r.state());
-                    ranks.add(ro);
+                    ranks.add(r.toJson());
                 }
                 wo.add("ranks", ranks);
+            }
+            if (w.nodes() != null) {
+                // a job across machines: every node with its ranks (docs/distributed.md)
+                wo.add("nodes", org.tserve.util.Json.parse(w.nodes()));
             }
             addStages(wo, w.pong());
             workers.add(wo);

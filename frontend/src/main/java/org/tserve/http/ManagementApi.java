@@ -46,6 +46,9 @@ final class ManagementApi {
             return false;
         }
         HttpMethod m = req.method();
+        if (seg[0].equals("cluster")) {
+            return cluster(ex, req, seg);
+        }
         if (seg[0].equals("token") && seg.length == 1) {
             rotate(ex, q);
             return true;
@@ -107,6 +110,44 @@ final class ManagementApi {
             });
         } else if (m.equals(HttpMethod.OPTIONS)) {
             ex.sendJson(200, ApiDescription.management());
+        } else {
+            throw HttpError.methodNotAllowed();
+        }
+        return true;
+    }
+
+    /**
+     * A member's API for its leader (docs/distributed.md, "Across machines"): POST
+     * /cluster/workers starts this node's part of a job, GET /cluster/workers[/ID] shows it,
+     * DELETE /cluster/workers/ID stops it. Not found unless the server is a member.
+     */
+    private boolean cluster(Exchange ex, FullHttpRequest req, String[] seg) throws HttpError {
+        org.tserve.wlm.MemberJobs jobs = models.memberJobs();
+        if (!jobs.enabled() || seg.length < 2 || seg.length > 3 || !seg[1].equals("workers")) {
+            return false;
+        }
+        HttpMethod m = req.method();
+        if (seg.length == 2 && m.equals(HttpMethod.GET)) {
+            ex.sendJson(200, jobs.list());
+        } else if (seg.length == 2 && m.equals(HttpMethod.POST)) {
+            JsonObject spec;
+            try {
+                spec = com.google.gson.JsonParser.parseString(req.content().toString(java.nio.charset.StandardCharsets.UTF_8))
+                        .getAsJsonObject();
+            } catch (RuntimeException e) {
+                throw new HttpError(400, "the body must be a JSON object: " + e.getMessage());
+            }
+            async(ex, () -> ex.sendJson(200, jobs.start(spec)));
+        } else if (seg.length == 3 && m.equals(HttpMethod.GET)) {
+            ex.sendJson(200, call(() -> jobs.state(seg[2])));
+        } else if (seg.length == 3 && m.equals(HttpMethod.DELETE)) {
+            async(ex, () -> {
+                JsonObject st = jobs.stop(seg[2]);
+                if (st == null) {
+                    throw new WlmException(404, "no job " + seg[2] + " on this node");
+                }
+                ex.sendJson(200, st);
+            });
         } else {
             throw HttpError.methodNotAllowed();
         }

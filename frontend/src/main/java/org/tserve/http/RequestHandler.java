@@ -85,7 +85,11 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 }
             }
             if (type != ConnectorType.INFERENCE) {
-                authorize(ctx, req, seg[0].equals("token") && seg.length == 1 ? KeyType.API : KeyType.MANAGEMENT);
+                if (seg[0].equals("cluster")) {
+                    authorizeCluster(ctx, req);
+                } else {
+                    authorize(ctx, req, seg[0].equals("token") && seg.length == 1 ? KeyType.API : KeyType.MANAGEMENT);
+                }
                 if (management.handle(ex, req, seg, q)) {
                     return;
                 }
@@ -133,6 +137,18 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             default:
                 throw new HttpError(401, "InvalidKeyException", TokenAuthorization.failureMessage(key));
         }
+    }
+
+    /** The leader's calls: the management key, or the cluster_key every node of a cluster shares. */
+    private void authorizeCluster(ChannelHandlerContext ctx, FullHttpRequest req) throws HttpError {
+        String header = req.headers().get(HttpHeaderNames.AUTHORIZATION);
+        String key = cfg.get("cluster_key");
+        if (key != null && !key.isEmpty() && header != null
+                && java.security.MessageDigest.isEqual(("Bearer " + key).getBytes(java.nio.charset.StandardCharsets.UTF_8),
+                        header.trim().getBytes(java.nio.charset.StandardCharsets.UTF_8))) {
+            return;
+        }
+        authorize(ctx, req, KeyType.MANAGEMENT);
     }
 
     @Override

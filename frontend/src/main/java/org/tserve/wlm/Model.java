@@ -44,6 +44,17 @@ final class Model {
         this.queue = new LinkedBlockingDeque<>(settings.jobQueueSize);
     }
 
+    /** True for a member node's part of a leader's job (never registered, serves no requests). */
+    private volatile boolean memberPart;
+
+    void markMemberPart() {
+        memberPart = true;
+    }
+
+    boolean isMemberPart() {
+        return memberPart;
+    }
+
     ModelArchive getArchive() {
         return archive;
     }

@@ -24,6 +24,7 @@ public final class ModelManager {
     private volatile boolean loadingStartupModels;
     private final ModelRegistrar registrar;
     private final ModelDescriber describer;
+    private final MemberJobs memberJobs;
     private volatile boolean shuttingDown;
 
     /**
@@ -42,6 +43,12 @@ public final class ModelManager {
                 new PortBlockAllocator(cfg.getInt("initial_distribution_port")));
         this.registrar = new ModelRegistrar(cfg, env, tmpRoot, registry, scaler);
         this.describer = new ModelDescriber(registry);
+        this.memberJobs = new MemberJobs(cfg, tmpRoot, scaler);
+    }
+
+    /** This node's parts of a leader's jobs across machines (the member's /cluster API). */
+    public MemberJobs memberJobs() {
+        return memberJobs;
     }
 
     /** Registers an observer (metrics). */
@@ -175,6 +182,7 @@ public final class ModelManager {
     public void shutdown() {
         shuttingDown = true;
         registrar.unregisterAll();
+        memberJobs.stopAll();
         scheduler.shutdownNow();
     }
 

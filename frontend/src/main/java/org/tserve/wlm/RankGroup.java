@@ -21,10 +21,19 @@ class RankGroup {
     private volatile long[] pids = new long[0];
     private volatile String[] states = new String[0];
     private volatile int elasticRestarts;
+    /** Global rank of local rank 0: nodeRank x ranks per node on a node of a job across machines. */
+    private volatile int rankOffset;
+    /** The global rank local rank 0 reported in its LOADED answer (-1: not said). */
+    private volatile int firstGlobalRank = -1;
 
     RankGroup(TorchrunOptions dist, DeviceReservation devices) {
         this.dist = dist;
         this.devices = devices;
+    }
+
+    /** Node {@code nodeRank} of a job across machines: describe shows global ranks. */
+    void setNodeRank(int nodeRank) {
+        rankOffset = nodeRank * dist.ranks();
     }
 
     /** How many sockets the frontend opens: one per rank (one for a plain worker). */
@@ -60,6 +69,9 @@ class RankGroup {
         }
         try {
             JsonObject r = JsonParser.parseString(loadedJson).getAsJsonObject();
+            if (rank == 0 && r.has("rank")) {
+                firstGlobalRank = r.get("rank").getAsInt();
+            }
             if (r.has("pid") && rank < pids.length) {
                 long pid = r.get("pid").getAsLong();
                 long[] p = pids.clone();
@@ -87,6 +99,25 @@ class RankGroup {
         return true;
     }
 
+    /** The global rank of local rank 0 as its LOADED answer said (-1 when it did not). */
+    int firstGlobalRank() {
+        return firstGlobalRank;
+    }
+
+    /** The pids of this node's ranks that answered LOAD. */
+    long[] loadedPids() {
+        return java.util.Arrays.stream(pids).filter(p -> p > 0).toArray();
+    }
+
+    /**
+     * An elastic job re-forms (dynamic mode: a node left or joined): counted and shown as
+     * RESTARTING; torchrun itself enforces max-restarts (re-forms for a joining node are free).
+     */
+    void reform() {
+        elasticRestarts++;
+        mark("RESTARTING");
+    }
+
     int elasticRestarts() {
         return elasticRestarts;
     }
@@ -104,7 +135,7 @@ class RankGroup {
         String[] s = states;
         List<RankDescription> out = new ArrayList<>(p.length);
         for (int r = 0; r < p.length; r++) {
-            out.add(new RankDescription(r, p[r], devicesOf(r), s[r]));
+            out.add(new RankDescription(rankOffset + r, p[r], devicesOf(r), s[r]));
         }
         return out;
     }

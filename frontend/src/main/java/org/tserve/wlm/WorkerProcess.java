@@ -65,7 +65,16 @@ final class WorkerProcess {
      */
     static WorkerProcess start(WorkerEnvironment env, Model model, int port, String workerName,
                                DeviceReservation devices, int rdzvPort) throws IOException {
-        TorchrunOptions dist = model.dist;
+        return start(env, model, port, workerName, devices, rdzvPort, model.dist, null);
+    }
+
+    /**
+     * As above, with the torchrun options of this node ({@link TorchrunOptions#forNode} for a job
+     * across machines) and the run id every node of the job shares (null: the default one).
+     */
+    static WorkerProcess start(WorkerEnvironment env, Model model, int port, String workerName,
+                               DeviceReservation devices, int rdzvPort, TorchrunOptions dist, String jobRunId)
+            throws IOException {
         boolean torchrun = dist.usesTorchrun();
         List<String> workerArgs = new ArrayList<>();
         if (env.useTcp) {
@@ -83,7 +92,8 @@ final class WorkerProcess {
         if (torchrun) {
             Path logDir = Logging.logDir().toPath().resolve("torchelastic_ts");
             // the nodes of a multi-node job must agree on the run id; their ports may differ
-            String runId = dist.nnodes > 1 ? model.name + "_" + model.version : model.name + "_" + port;
+            String runId = jobRunId != null ? jobRunId
+                    : dist.nnodes > 1 ? model.name + "_" + model.version : model.name + "_" + port;
             cmd = dist.command(env.python, runId, "127.0.0.1:" + rdzvPort, logDir.toString(), workerArgs);
         } else if (env.warmStart != null && env.warmStart.isAlive() && !Files.isDirectory(model.getArchive().getDepsDir())) {
             // forked from the zygote; not with per-model packages, which may shadow what it imported

@@ -13,6 +13,7 @@ import org.tserve.config.ModelSettings;
 import org.tserve.dist.DeviceAllocator;
 import org.tserve.dist.DeviceReservation;
 import org.tserve.dist.InsufficientDevicesException;
+import org.tserve.dist.MemberClient;
 import org.tserve.dist.PortBlockAllocator;
 import org.tserve.dist.TorchrunOptions;
 
@@ -117,7 +118,19 @@ final class WorkerScaler {
             }
         }
         // gpuId 0: the first of the worker's own CUDA_VISIBLE_DEVICES (ranks use LOCAL_RANK)
-        return new WorkerThread(owner, model, port, held == null ? -1 : 0, held, rdzv);
+        WorkerThread w = new WorkerThread(owner, model, port, held == null ? -1 : 0, held, rdzv);
+        List<MemberClient> members = MemberClient.parse(cfg.get("cluster_members"), cfg.get("cluster_key"));
+        if (d.usesTorchrun() && d.nnodes > 1 && !members.isEmpty() && !model.isMemberPart()) {
+            if (members.size() < d.nnodes - 1) {
+                devices.release(held);
+                distPorts.release(port, d.ranks() + 1);
+                throw new WlmException(400, "Model " + model.name + ": torchrun.nnodes is " + d.nnodes
+                        + " but cluster_members lists " + members.size() + " member node(s) besides this leader");
+            }
+            w.leadNodes(members.subList(0, d.nnodes - 1), cfg.get("cluster_address"),
+                    cfg.get("management_address"));
+        }
+        return w;
     }
 
     /** Gives a stopped worker's devices and ports back. */

@@ -123,4 +123,54 @@ public class TorchrunOptionsTest {
             assertTrue(ports.take(2) >= port);
         }
     }
+
+    @Test
+    public void eachNodeOfAJobAcrossMachinesGetsItsRankAddressAndNoElasticRestarts() {
+        TorchrunOptions o = TorchrunOptions.parse("m", "tp", 1, block("nnodes", 2, "rdzv-endpoint", "10.0.0.1:29400",
+                "max-restarts", 3, "rdzv-conf", "timeout=60,is_host=0"));
+        TorchrunOptions leader = o.forNode(0, "10.0.0.1");
+        List<String> cmd = leader.command("py", "job", "unused:1", "/logs", List.of());
+        String line = String.join(" ", cmd);
+        assertTrue(line, line.contains("--node-rank 0") && line.contains("--local-addr 10.0.0.1"));
+        assertTrue(line, line.contains("--rdzv-conf timeout=60,is_host=1") && line.contains("--max-restarts 0"));
+        assertTrue(line, line.contains("--rdzv-endpoint 10.0.0.1:29400"));
+        String member = String.join(" ", o.forNode(1, null).command("py", "job", "x:1", "/logs", List.of()));
+        assertTrue(member, member.contains("--node-rank 1") && member.contains("is_host=0") && !member.contains("--local-addr"));
+        TorchrunOptions stat = TorchrunOptions.parse("m", "tp", 1, block("nnodes", 2, "rdzv-backend", "static",
+                "rdzv-endpoint", "10.0.0.1:29400"));
+        assertFalse(String.join(" ", stat.forNode(1, "10.0.0.2").command("py", "j", "x:1", "/l", List.of()))
+                .contains("is_host"));
+        // what the leader sends a member parses back to the same options
+        Map<String, Object> sent = o.forNode(0, "10.0.0.1").toMap();
+        assertFalse(sent.containsKey("node-rank") || sent.containsKey("local-addr"));
+        TorchrunOptions back = TorchrunOptions.parse("m", "tp", 1, o.toMap());
+        assertEquals(o.nnodes, back.nnodes);
+        assertEquals(o.rdzvEndpoint, back.rdzvEndpoint);
+        assertEquals(3, back.maxRestarts);
+        assertEquals("timeout=60,is_host=0", back.passThrough.get("rdzv-conf"));
+    }
+
+    @Test
+    public void membersAreListedInNodeRankOrder() {
+        List<MemberClient> m = MemberClient.parse("10.0.0.2:8081, http://10.0.0.3:8081 10.0.0.4:9", null);
+        assertEquals(Arrays.asList("10.0.0.2:8081", "http://10.0.0.3:8081", "10.0.0.4:9"),
+                m.stream().map(c -> c.address).toList());
+        assertTrue(MemberClient.parse("", null).isEmpty());
+    }
+
+    @Test
+    public void anElasticJobTakesMinToMaxNodesAndKeepsItsRestartsWithEtcd() {
+        TorchrunOptions o = TorchrunOptions.parse("m", "tp", 1, block("nnodes", "1:3", "rdzv-backend", "etcd-v2",
+                "rdzv-endpoint", "10.0.0.1:2379", "max-restarts", 4));
+        assertEquals(1, o.nnodesMin);
+        assertEquals(3, o.nnodes);
+        assertTrue(o.dynamicRendezvous());
+        String line = String.join(" ", o.forNode(1, "10.0.0.2").command("py", "j", "x:1", "/l", List.of()));
+        assertTrue(line, line.contains("--nnodes 1:3") && line.contains("--max-restarts 4"));
+        assertEquals("1:3", o.toMap().get("nnodes"));
+        assertEquals(3, TorchrunOptions.parse("m", "tp", 1, o.toMap()).nnodes);
+        assertTrue(refusal("tp", 1, block("nnodes", "3:2", "rdzv-endpoint", "h:1")).contains("MIN must not exceed MAX"));
+        assertTrue(refusal("tp", 1, block("nnodes", "a:2", "rdzv-endpoint", "h:1")).contains("torchrun.nnodes"));
+        assertFalse(TorchrunOptions.parse("m", "tp", 1, block("nnodes", 2, "rdzv-endpoint", "h:1")).dynamicRendezvous());
+    }
 }

@@ -1,0 +1,512 @@
+"""One model across two machines: two network namespaces joined by a veth pair, one tserve in each.
+
+The leader (10.231.0.1) lists the member (10.231.0.2) in ``cluster_members``; the member runs
+``torchserve --start --member-of 10.231.0.1:8081``. A 2-node x 1-rank tensor-parallel MLP
+(static rendezvous on the leader's address, gloo over the veth) must answer what the unsplit
+model computes here; then the member's torchrun agent is SIGKILLed under load: requests in
+flight fail naming the node, the leader restarts the job on both nodes, later requests succeed;
+``torchserve --stop`` on both nodes leaves no process behind.
+
+Every address used exists only inside the test's two namespaces; the test's own client
+threads enter the leader's namespace (setns) to reach it. The namespaces, the veth pair and
+every process are removed in teardown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+
+import harness
+
+pytestmark = pytest.mark.slow
+
+HANDLERS = Path(__file__).resolve().parent / "handlers"
+sys.path.insert(0, str(HANDLERS))
+
+from test_distributed import close, inputs, reference  # noqa: E402
+from test_distributed_failure import tagged_processes  # noqa: E402
+
+PYTHON = sys.executable
+# test/gpu/run_multinode_gpu.sh sets nccl: one GPU per node (the member takes device 1), NCCL
+GPU = os.environ.get("TSERVE_DIST_BACKEND") == "nccl"
+LEADER_IP, MEMBER_IP = "10.231.0.1", "10.231.0.2"
+RDZV_PORT = 29400
+MGMT = 8081
+CLONE_NEWNET = 0x40000000
+ETCD = shutil.which("etcd")
+ETCD_PORT = 2379
+TP2_YAML = f"""\
+minWorkers: 1
+maxWorkers: 1
+batchSize: 2
+maxBatchDelay: 20
+responseTimeout: 60
+startupTimeout: 120
+maxRetryTimeoutInSec: 300
+deviceType: {"gpu" if GPU else "cpu"}
+parallelType: tp
+parallelLevel: 1
+torchrun:
+  nnodes: 2
+  nproc-per-node: 1
+  rdzv-backend: static
+  rdzv-endpoint: {LEADER_IP}:{RDZV_PORT}
+tp:
+  plan:
+    layers.0: colwise
+    layers.1: rowwise
+"""
+# dynamic mode: an elastic job of 1 to 2 nodes on etcd ("1:2" quoted: YAML reads 1:2 as 62)
+TPE_YAML = TP2_YAML.replace("  nnodes: 2\n", '  nnodes: "1:2"\n  max-restarts: 3\n  rdzv-conf: last_call_timeout=5\n').replace(
+    "rdzv-backend: static", "rdzv-backend: etcd-v2").replace(f"{LEADER_IP}:{RDZV_PORT}", f"{LEADER_IP}:2379")
+
+
+def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=30)
+
+
+class Namespaces:
+    """Two network namespaces joined by one veth pair; names carry the test's pid."""
+
+    def __init__(self) -> None:
+        tag = os.getpid() % 100000
+        self.leader, self.member = f"tsl{tag}", f"tsm{tag}"
+        self.leader_if, self.member_if = f"tvl{tag}", f"tvm{tag}"
+
+    def create(self) -> None:
+        sh("ip", "netns", "add", self.leader)
+        sh("ip", "netns", "add", self.member)
+        sh("ip", "link", "add", self.leader_if, "type", "veth", "peer", "name", self.member_if)
+        for ns, ifname, ip in ((self.leader, self.leader_if, LEADER_IP), (self.member, self.member_if, MEMBER_IP)):
+            sh("ip", "link", "set", ifname, "netns", ns)
+            sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", ifname)
+            sh("ip", "-n", ns, "link", "set", ifname, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+
+    def remove(self) -> None:
+        # deleting a namespace deletes the veth end inside it, and with it the pair
+        for ns in (self.leader, self.member):
+            sh("ip", "netns", "del", ns, check=False)
+        sh("ip", "link", "del", self.leader_if, check=False)   # in case it never left the root namespace
+
+
+def enter(ns: str) -> None:
+    """Moves the calling thread (only) into network namespace ``ns``."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {ns} failed")
+    finally:
+        os.close(fd)
+
+
+class Client:
+    """HTTP from threads inside the leader's namespace; no proxy, no other address."""
+
+    def __init__(self, ns: str, threads: int = 6) -> None:
+        self.pool = ThreadPoolExecutor(threads, initializer=enter, initargs=(ns,))
+        self.local = threading.local()
+
+    def _session(self) -> requests.Session:
+        s = getattr(self.local, "session", None)
+        if s is None:
+            s = requests.Session()
+            s.trust_env = False
+            self.local.session = s
+        return s
+
+    def call(self, method: str, url: str, **kw) -> requests.Response:
+        return self.pool.submit(lambda: self._session().request(method, url, **kw)).result()
+
+    def submit(self, method: str, url: str, **kw):
+        return self.pool.submit(lambda: self._session().request(method, url, **kw))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def node_config(tmp: Path, store: Path, ip: str, extra: dict) -> Path:
+    config = {
+        "inference_address": f"http://{ip}:8080",
+        "management_address": f"http://{ip}:{MGMT}",
+        "metrics_address": "http://127.0.0.1:8082",
+        "grpc_inference_address": "127.0.0.1",
+        "grpc_management_address": "127.0.0.1",
+        "grpc_inference_port": 7070,
+        "grpc_management_port": 7071,
+        "initial_worker_port": 9000,
+        "initial_distribution_port": 29500,
+        "model_store": str(store),
+        "disable_token_authorization": "true",
+        "enable_model_api": "true",
+        "default_workers_per_model": 1,
+        "cluster_address": ip,
+        **extra,
+    }
+    return harness.write_config(tmp / "config.properties", config)
+
+
+class Node:
+    """One tserve in one namespace, started and stopped with the real CLI."""
+
+    def __init__(self, tmp: Path, ns: str, ifname: str, config: Path, member_of: str | None = None) -> None:
+        self.tmp, self.ns, self.config = tmp, ns, config
+        (tmp / "tmp").mkdir(parents=True, exist_ok=True)
+        self.env = {**os.environ, "TMPDIR": str(tmp / "tmp"), "LOG_LOCATION": str(tmp / "logs"),
+                    "METRICS_LOCATION": str(tmp / "logs"), "TS_DIST_TIMEOUT_S": "30",
+                    "GLOO_SOCKET_IFNAME": ifname, "NCCL_SOCKET_IFNAME": ifname, "NO_PROXY": "*"}
+        self.env.pop("TS_CONFIG_FILE", None)
+        self.member_of = member_of
+        self.pid: int | None = None
+
+    def cli(self, *args: str, timeout: float = 150) -> subprocess.CompletedProcess:
+        cmd = ["ip", "netns", "exec", self.ns, PYTHON, "-m", "ts.model_server", *args]
+        return subprocess.run(cmd, env=self.env, cwd=self.tmp, capture_output=True, text=True, timeout=timeout)
+
+    def start(self) -> None:
+        args = ["--start", "--ts-config", str(self.config), "--ncs"]
+        if self.member_of:
+            args += ["--member-of", self.member_of]
+        r = self.cli(*args)
+        assert r.returncode == 0, r.stdout + r.stderr + self.log()
+        self.pid = int((self.tmp / "tmp" / ".model_server.pid").read_text())
+
+    def stop(self) -> subprocess.CompletedProcess:
+        return self.cli("--stop")
+
+    def log(self, name: str = "ts_log.log") -> str:
+        try:
+            return (self.tmp / "logs" / name).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def processes(self) -> list[int]:
+        """The frontend and every process carrying one of its worker tags (ranks, agents)."""
+        if self.pid is None:
+            return []
+        return ([self.pid] if harness.alive(self.pid) else []) + tagged_processes(self.pid)
+
+    def kill_all(self) -> None:
+        for pid in self.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@contextlib.contextmanager
+def two_nodes(tmp_path: Path, archives: dict[str, str], leader_only: tuple[str, ...] = (),
+              members: str = f"{MEMBER_IP}:{MGMT}", member_extra: dict | None = None, etcd: bool = False):
+    """Namespaces, an optional etcd (leader's namespace), a member and a leader started with the
+    CLI, each with its own model store holding ``archives`` (but ``leader_only`` only on the
+    leader); yields (leader, member, client). Everything is stopped and removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    ns = Namespaces()
+    try:
+        ns.create()
+    except subprocess.CalledProcessError as e:
+        ns.remove()
+        pytest.skip(f"the kernel refused network namespaces or veth pairs: {e.stderr.strip()}")
+    # each node has its own model store: the archive reaches a member as the same name in its store
+    for name, yaml in archives.items():
+        for node in ("leader", "member"):
+            if node == "leader" or name not in leader_only:
+                harness.build_mar(tmp_path / node / "store", name, HANDLERS / "tp_mlp_handler.py",
+                                  extra_files=[HANDLERS / "mlp_common.py"], config_yaml=yaml)
+    member = Node(tmp_path / "member", ns.member, ns.member_if,
+                  node_config(tmp_path / "member", tmp_path / "member" / "store", MEMBER_IP, member_extra or {}),
+                  member_of=f"{LEADER_IP}:{MGMT}")
+    leader = Node(tmp_path / "leader", ns.leader, ns.leader_if,
+                  node_config(tmp_path / "leader", tmp_path / "leader" / "store", LEADER_IP,
+                              {"cluster_members": members}))
+    client = Client(ns.leader)
+    server = None
+    try:
+        if etcd:
+            server = start_etcd(ns.leader, tmp_path / "etcd", client)
+        member.start()
+        leader.start()
+        yield leader, member, client
+    finally:
+        client.close()
+        for node in (leader, member):
+            if node.pid is not None and harness.alive(node.pid):
+                node.stop()
+            node.kill_all()
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait(10)
+        ns.remove()
+
+
+def start_etcd(ns: str, data: Path, client: Client) -> subprocess.Popen:
+    """A real etcd with the v2 API (torch's etcd-v2 rendezvous) on the leader's address."""
+    url = f"http://{LEADER_IP}:{ETCD_PORT}"
+    peer = "http://127.0.0.1:2380"
+    data.mkdir(parents=True)
+    log = open(data.parent / "etcd.log", "wb")   # noqa: SIM115 - kept open for the process
+    proc = subprocess.Popen(["ip", "netns", "exec", ns, ETCD, "--name", "tserve-test", "--data-dir", str(data / "d"),
+                             "--enable-v2", "--listen-client-urls", url, "--advertise-client-urls", url,
+                             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                             "--initial-cluster", f"tserve-test={peer}"], stdout=log, stderr=subprocess.STDOUT)
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"etcd exited: {(data.parent / 'etcd.log').read_text()[-2000:]}")
+        try:
+            return client.call("GET", f"{url}/v2/keys", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    harness.wait_for(up, 30, interval=0.2, what="etcd to answer")
+    return proc
+
+
+def describe(client: Client, model: str) -> dict:
+    r = client.call("GET", f"http://{LEADER_IP}:{MGMT}/models/{model}", timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()[0]
+
+
+def predict(client: Client, row: list[float], model: str = "tp2", timeout: float = 60):
+    return client.submit("POST", f"http://{LEADER_IP}:8080/predictions/{model}", json=row, timeout=timeout)
+
+
+def register(client: Client, archive: str):
+    return client.call("POST", f"http://{LEADER_IP}:{MGMT}/models", params={"url": archive, "synchronous": "true"},
+                       timeout=300)
+
+
+def member_jobs(client: Client) -> list:
+    r = client.call("GET", f"http://{MEMBER_IP}:{MGMT}/cluster/workers", timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def check_answers(client: Client, model: str, rows: list[list[float]]) -> None:
+    """Answers equal the unsplit model, under concurrent requests."""
+    got = [f.result() for f in [predict(client, row, model) for row in rows]]
+    for resp, want in zip(got, reference(rows), strict=True):
+        assert resp.status_code == 200, resp.text
+        assert close(resp.json(), want), (resp.json(), want)
+
+
+def both_nodes_ready(client: Client, model: str) -> dict | None:
+    w = describe(client, model)["workers"]
+    if not w or w[0]["status"] != "READY":
+        return None
+    nodes = w[0].get("nodes", [])
+    ok = len(nodes) == 2 and all(n["state"] == "READY" and n.get("ranks") and
+                                 all(r["state"] == "READY" for r in n["ranks"]) for n in nodes)
+    return w[0] if ok else None
+
+
+def kill_member_agent_under_load(client: Client, model: str, rows: list, member_agent: int, report: Path) -> tuple:
+    """SIGKILLs the member's agent while 3 clients send requests; waits for a failure and then
+    three successes in a row. Returns (failed, succeeded after the kill, recovery seconds)."""
+    stop_load = threading.Event()
+    results: list[tuple[float, int, str]] = []
+
+    def load() -> None:
+        i = 0
+        while not stop_load.is_set():
+            row = rows[i % len(rows)]
+            i += 1
+            try:
+                resp = predict(client, row, model, timeout=120).result()
+                results.append((time.monotonic(), resp.status_code, resp.text[:300]))
+            except requests.RequestException as e:
+                results.append((time.monotonic(), 599, str(e)[:300]))
+
+    loaders = [threading.Thread(target=load) for _ in range(3)]
+    for t in loaders:
+        t.start()
+    time.sleep(2)
+    killed_at = time.monotonic()
+    os.kill(member_agent, signal.SIGKILL)
+
+    def recovered() -> bool:
+        # a failure was seen (the job broke), and the three latest requests after it succeeded
+        after = [code for t, code, _ in results if t > killed_at]
+        last_failure = max((i for i, c in enumerate(after) if c != 200), default=None)
+        return last_failure is not None and after[last_failure + 1:][-3:] == [200, 200, 200]
+
+    try:
+        harness.wait_for(recovered, 240, interval=0.2, what="requests to succeed again after the member was killed")
+    finally:
+        stop_load.set()
+        for t in loaders:
+            t.join(150)
+    before = [x for x in results if x[0] <= killed_at]
+    after = [x for x in results if x[0] > killed_at]
+    failed = [x for x in after if x[1] != 200]
+    last_failure = failed[-1][0] if failed else killed_at
+    recovered_at = next((t for t, code, _ in after if code == 200 and t > last_failure), None)
+    recovery_s = None if recovered_at is None else recovered_at - killed_at
+    line = (f"{model}: member agent SIGKILLed under load: before the kill {len(before)} requests, all 200: "
+            f"{all(c == 200 for _, c, _ in before)}; after it {len(after)} requests, {len(after) - len(failed)} "
+            f"succeeded, {len(failed)} failed; recovered {recovery_s and round(recovery_s, 1)} s after the kill")
+    print(line)
+    report.write_text(line + "\n" + "\n".join(f"{t - killed_at:+.2f}s {code} {text}" for t, code, text in after))
+    assert all(code == 200 for _, code, _ in before)
+    assert failed and recovery_s is not None
+    # the failures name the lost node (or come from rank 0's broken collective while it is noticed)
+    assert any(MEMBER_IP in text for _, _, text in failed), failed[:5]
+    assert all(code in (500, 503) for _, code, _ in failed), failed[:5]
+    return len(failed), len(after) - len(failed), recovery_s
+
+
+def stop_both(leader: Node, member: Node) -> None:
+    """`torchserve --stop` on both nodes: nothing of either is left."""
+    for node in (leader, member):
+        out = node.stop()
+        assert out.returncode == 0, out.stdout + out.stderr
+    harness.wait_for(lambda: not leader.processes() and not member.processes(), 30,
+                     what="no process of either node left")
+
+
+def test_tp_across_two_namespaces_then_member_killed_under_load(tmp_path: Path) -> None:
+    archives = {"tp2": TP2_YAML, "tp3": TP2_YAML.replace("nnodes: 2", "nnodes: 3"),
+                "gpu2": TP2_YAML.replace("deviceType: cpu", "deviceType: gpu").replace("parallelLevel: 1",
+                                                                                      "parallelLevel: 2")
+                .replace("nproc-per-node: 1", "nproc-per-node: 2"),
+                "only_leader": TP2_YAML}
+    # node 2 of the leader's list is a port nobody listens on: an unreachable member; each node
+    # its own device: the member's models entry pins tp2 to device 1 (GPU runs)
+    member_extra = {"models": '{"tp2": {"1.0": {"deviceIds": [1]}}}'} if GPU else {"number_of_gpu": 1}
+    with two_nodes(tmp_path, archives, leader_only=("only_leader",), members=f"{MEMBER_IP}:{MGMT},{MEMBER_IP}:{MGMT + 18}",
+                   member_extra=member_extra) as (leader, member, client):
+        # registrations a member cannot take fail naming that member, and leave nothing behind
+        r = register(client, "only_leader.mar")
+        assert r.status_code == 404, r.text
+        assert f"node 1 ({MEMBER_IP}:{MGMT})" in r.json()["message"] and "only_leader.mar" in r.json()["message"]
+        if not GPU:   # the member has one (fake) device; gpu2 needs two per node
+            r = register(client, "gpu2.mar")
+            assert r.status_code == 507, r.text
+            assert f"node 1 ({MEMBER_IP}:{MGMT})" in r.json()["message"] and "device" in r.json()["message"]
+        r = register(client, "tp3.mar")
+        assert r.status_code == 502, r.text
+        assert f"node 2 ({MEMBER_IP}:{MGMT + 18})" in r.json()["message"] and "unreachable" in r.json()["message"]
+        assert member_jobs(client) == []
+        assert client.call("GET", f"http://{LEADER_IP}:{MGMT}/models", timeout=30).json()["models"] == []
+        assert not member.processes()[1:] and not leader.processes()[1:]
+
+        r = register(client, "tp2.mar")
+        assert r.status_code == 200, r.text + leader.log()[-3000:] + member.log()[-3000:]
+        rows = inputs(8)
+        check_answers(client, "tp2", rows)
+
+        # describe on the leader shows both nodes and their ranks
+        nodes = describe(client, "tp2")["workers"][0]["nodes"]
+        assert [n["node"] for n in nodes] == [0, 1]
+        assert nodes[1]["address"] == f"{MEMBER_IP}:{MGMT}" and nodes[1]["state"] == "READY"
+        assert [r["rank"] for r in nodes[0]["ranks"]] == [0] and [r["rank"] for r in nodes[1]["ranks"]] == [1]
+        if GPU:
+            assert nodes[0]["ranks"][0]["devices"] == "0" and nodes[1]["ranks"][0]["devices"] == "1", nodes
+        for node in (leader, member):
+            backend = "nccl" if GPU else "gloo"
+            assert f"process group ready ({backend}" in node.log("model_log.log"), node.log("model_log.log")[-2000:]
+        member_agent = nodes[1]["pid"]
+        assert member_agent > 0 and harness.alive(member_agent)
+
+        # static mode: the leader restarts the job on both nodes
+        kill_member_agent_under_load(client, "tp2", rows, member_agent, tmp_path / "fault_report.txt")
+        worker = describe(client, "tp2")["workers"][0]
+        assert worker["status"] == "READY" and worker["nodes"][1]["state"] == "READY"
+        assert worker["nodes"][1]["pid"] != member_agent
+
+        # the whole member goes away (frontend and ranks SIGKILLed) and comes back: it rejoins
+        member.kill_all()
+        gone = time.monotonic()
+        harness.wait_for(lambda: describe(client, "tp2")["workers"][0]["status"] != "READY", 30,
+                         what="the leader to notice the member is gone")
+        member.start()
+        harness.wait_for(lambda: predict(client, rows[0], timeout=60).result().status_code == 200, 240, interval=0.5,
+                         what="the job to re-form with the restarted member")
+        print(f"member frontend killed and restarted: serving again after {time.monotonic() - gone:.1f} s")
+        assert describe(client, "tp2")["workers"][0]["nodes"][1]["state"] == "READY"
+
+        # unregistering on the leader stops the member's ranks
+        r = client.call("DELETE", f"http://{LEADER_IP}:{MGMT}/models/tp2", timeout=120)
+        assert r.status_code == 200, r.text
+        assert member_jobs(client) == []
+        harness.wait_for(lambda: not member.processes()[1:], 30, what="the member's ranks to exit")
+        assert register(client, "tp2.mar").status_code == 200
+        stop_both(leader, member)
+
+
+def test_tp_elastic_with_etcd_rendezvous(tmp_path: Path) -> None:
+    """Dynamic mode: a real etcd (v2 API) in the leader's namespace, nnodes 1:2. The member's
+    agent is SIGKILLed under load: the job re-forms with the nodes that are there (the leader
+    alone, world 1, or with the member's new agent when it joins in time), the leader asks the
+    member to rejoin, and the job ends up on both nodes again, answering the same."""
+    if ETCD is None:
+        pytest.skip("etcd is not installed (Debian's etcd-server package: make apt)")
+    probe = subprocess.run([PYTHON, "-c", "import etcd"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("torch's etcd-v2 rendezvous needs the python-etcd client: pip install python-etcd")
+    with two_nodes(tmp_path, {"tpe": TPE_YAML}, etcd=True) as (leader, member, client):
+        r = register(client, "tpe.mar")
+        assert r.status_code == 200, r.text + leader.log()[-3000:] + member.log()[-3000:]
+        worker = harness.wait_for(lambda: both_nodes_ready(client, "tpe"), 180, interval=0.5,
+                                  what="both nodes in the etcd job")
+        assert [r["rank"] for n in worker["nodes"] for r in n["ranks"]] == [0, 1], worker
+        rows = inputs(8)
+        check_answers(client, "tpe", rows)
+        member_agent = worker["nodes"][1]["pid"]
+
+        failed, ok, recovery = kill_member_agent_under_load(client, "tpe", rows, member_agent,
+                                                           tmp_path / "fault_report.txt")
+        check_answers(client, "tpe", rows)   # the leader alone (world 1) answers the same
+        log = leader.log()
+        assert "torchrun re-forms the job" in log, log[-3000:]
+
+        # the member rejoins by itself (the leader asks it again) and the job re-forms with both
+        worker = harness.wait_for(lambda: both_nodes_ready(client, "tpe"), 180, interval=0.5,
+                                  what="the member to rejoin the etcd job")
+        assert worker["nodes"][1]["pid"] != member_agent
+        check_answers(client, "tpe", rows)
+
+        # the whole member goes away: the leader serves alone (world 1) until it comes back
+        member.kill_all()
+        gone = time.monotonic()
+
+        def leader_alone() -> bool:
+            w = describe(client, "tpe")["workers"][0]
+            return w["status"] == "READY" and w["nodes"][1]["state"] != "READY" and (
+                "group_world_size=1" in leader.log("model_log.log"))
+
+        harness.wait_for(leader_alone, 120, interval=0.5, what="the job to re-form with the leader alone")
+        print(f"tpe: member gone; the leader serves alone {time.monotonic() - gone:.1f} s later")
+        check_answers(client, "tpe", rows)
+        member.start()
+        back = time.monotonic()
+        harness.wait_for(lambda: both_nodes_ready(client, "tpe"), 180, interval=0.5,
+                         what="the restarted member to rejoin the etcd job")
+        print(f"tpe: member restarted; the job runs on both nodes again {time.monotonic() - back:.1f} s later")
+        check_answers(client, "tpe", rows)
+        # whether the leader served alone meanwhile depends on when the member's new agent joined
+        worlds = [line.rsplit("=", 1)[1] for line in leader.log("model_log.log").splitlines()
+                  if "group_world_size=" in line]
+        print(f"tpe: rounds of the job (world sizes): {worlds}")
+        assert len(worlds) >= 2 and worlds[-1] == "2", worlds
+        stop_both(leader, member)
