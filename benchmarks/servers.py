@@ -160,6 +160,9 @@ def kinds() -> dict[str, ServerKind]:
         "tserve-tuned": ServerKind("tserve-tuned", tserve_cli, env={"PYTHONPATH": tserve_path},
                                    drop_env=("TS_CONFIG_FILE",),
                                    extra_config={"vmargs": TUNED_VMARGS}),
+        # Workers started cold (no zygote): what warm starts change, measured side by side.
+        "tserve-cold": ServerKind("tserve-cold", tserve_cli, env={"PYTHONPATH": tserve_path},
+                                  drop_env=("TS_CONFIG_FILE",), extra_config={"warm_worker_start": "false"}),
         "torchserve": ServerKind("torchserve", ts_bin, drop_env=drop),
         "torchserve-quiet": ServerKind("torchserve-quiet", ts_bin, drop_env=drop,
                                        extra_args=["--log-config", str(quiet)]),
