@@ -69,6 +69,15 @@ tp:
     layers.0: colwise
     layers.1: rowwise
 """
+# pipeline parallel across the machines: stage 0 on the leader, stage 1 on the member
+# (its own rendezvous port: tp2 holds 29400 while both are registered)
+PP2_YAML = TP2_YAML.replace("parallelType: tp", "parallelType: pp").replace(
+    f":{RDZV_PORT}", f":{RDZV_PORT + 10}").split("tp:\n")[0] + """\
+pippy:
+  chunks: 2
+  microbatch_size: 1
+  max_length: 8
+"""
 # dynamic mode: an elastic job of 1 to 2 nodes on etcd ("1:2" quoted: YAML reads 1:2 as 62)
 TPE_YAML = TP2_YAML.replace("  nnodes: 2\n", '  nnodes: "1:2"\n  max-restarts: 3\n  rdzv-conf: last_call_timeout=5\n').replace(
     "rdzv-backend: static", "rdzv-backend: etcd-v2").replace(f"{LEADER_IP}:{RDZV_PORT}", f"{LEADER_IP}:2379")
@@ -226,7 +235,8 @@ def two_nodes(tmp_path: Path, archives: dict[str, str], leader_only: tuple[str, 
     for name, yaml in archives.items():
         for node in ("leader", "member"):
             if node == "leader" or name not in leader_only:
-                harness.build_mar(tmp_path / node / "store", name, HANDLERS / "tp_mlp_handler.py",
+                handler = "pp_mlp_handler.py" if "parallelType: pp" in yaml else "tp_mlp_handler.py"
+                harness.build_mar(tmp_path / node / "store", name, HANDLERS / handler,
                                   extra_files=[HANDLERS / "mlp_common.py"], config_yaml=yaml)
     member = Node(tmp_path / "member", ns.member, ns.member_if,
                   node_config(tmp_path / "member", tmp_path / "member" / "store", MEMBER_IP, member_extra or {}),
@@ -389,10 +399,11 @@ def test_tp_across_two_namespaces_then_member_killed_under_load(tmp_path: Path) 
                 "gpu2": TP2_YAML.replace("deviceType: cpu", "deviceType: gpu").replace("parallelLevel: 1",
                                                                                       "parallelLevel: 2")
                 .replace("nproc-per-node: 1", "nproc-per-node: 2"),
-                "only_leader": TP2_YAML}
+                "only_leader": TP2_YAML, "pp2": PP2_YAML}
     # node 2 of the leader's list is a port nobody listens on: an unreachable member; each node
     # its own device: the member's models entry pins tp2 to device 1 (GPU runs)
-    member_extra = {"models": '{"tp2": {"1.0": {"deviceIds": [1]}}}'} if GPU else {"number_of_gpu": 1}
+    member_extra = ({"models": '{"tp2": {"1.0": {"deviceIds": [1]}}, "pp2": {"1.0": {"deviceIds": [1]}}}'} if GPU
+                    else {"number_of_gpu": 1})
     with two_nodes(tmp_path, archives, leader_only=("only_leader",), members=f"{MEMBER_IP}:{MGMT},{MEMBER_IP}:{MGMT + 18}",
                    member_extra=member_extra) as (leader, member, client):
         # registrations a member cannot take fail naming that member, and leave nothing behind
@@ -415,8 +426,9 @@ def test_tp_across_two_namespaces_then_member_killed_under_load(tmp_path: Path) 
         rows = inputs(8)
         check_answers(client, "tp2", rows)
 
-        # describe on the leader shows both nodes and their ranks
-        nodes = describe(client, "tp2")["workers"][0]["nodes"]
+        # describe on the leader shows both nodes and their ranks (members' state as last polled)
+        nodes = harness.wait_for(lambda: both_nodes_ready(client, "tp2"), 30, interval=0.2,
+                                 what="describe to show both nodes READY")["nodes"]
         assert [n["node"] for n in nodes] == [0, 1]
         assert nodes[1]["address"] == f"{MEMBER_IP}:{MGMT}" and nodes[1]["state"] == "READY"
         assert [r["rank"] for r in nodes[0]["ranks"]] == [0] and [r["rank"] for r in nodes[1]["ranks"]] == [1]
@@ -430,8 +442,8 @@ def test_tp_across_two_namespaces_then_member_killed_under_load(tmp_path: Path) 
 
         # static mode: the leader restarts the job on both nodes
         kill_member_agent_under_load(client, "tp2", rows, member_agent, tmp_path / "fault_report.txt")
-        worker = describe(client, "tp2")["workers"][0]
-        assert worker["status"] == "READY" and worker["nodes"][1]["state"] == "READY"
+        worker = harness.wait_for(lambda: both_nodes_ready(client, "tp2"), 30, interval=0.2,
+                                  what="describe to show both nodes READY again")
         assert worker["nodes"][1]["pid"] != member_agent
 
         # the whole member goes away (frontend and ranks SIGKILLed) and comes back: it rejoins
@@ -443,7 +455,19 @@ def test_tp_across_two_namespaces_then_member_killed_under_load(tmp_path: Path) 
         harness.wait_for(lambda: predict(client, rows[0], timeout=60).result().status_code == 200, 240, interval=0.5,
                          what="the job to re-form with the restarted member")
         print(f"member frontend killed and restarted: serving again after {time.monotonic() - gone:.1f} s")
-        assert describe(client, "tp2")["workers"][0]["nodes"][1]["state"] == "READY"
+        harness.wait_for(lambda: both_nodes_ready(client, "tp2"), 30, interval=0.2,
+                         what="describe to show the restarted member READY")
+
+        # a pipeline-parallel model across the two nodes: one stage each
+        r = register(client, "pp2.mar")
+        assert r.status_code == 200, r.text + leader.log()[-3000:] + member.log()[-3000:]
+        check_answers(client, "pp2", rows)
+        nodes = harness.wait_for(lambda: both_nodes_ready(client, "pp2"), 30, interval=0.2,
+                                 what="describe to show both nodes READY")["nodes"]
+        assert [(n["node"], [r["rank"] for r in n["ranks"]], n["state"]) for n in nodes] == [
+            (0, [0], "READY"), (1, [1], "READY")], nodes
+        r = client.call("DELETE", f"http://{LEADER_IP}:{MGMT}/models/pp2", timeout=120)
+        assert r.status_code == 200, r.text
 
         # unregistering on the leader stops the member's ranks
         r = client.call("DELETE", f"http://{LEADER_IP}:{MGMT}/models/tp2", timeout=120)

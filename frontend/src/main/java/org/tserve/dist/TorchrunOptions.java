@@ -122,9 +122,6 @@ public final class TorchrunOptions {
         if (level < 1) {
             throw new IllegalArgumentException(where + "parallelType " + type + " needs parallelLevel >= 1 (ranks per worker), got " + level);
         }
-        if (type.equals("pp") && level < 2) {
-            throw new IllegalArgumentException(where + "parallelType pp splits the model into stages and needs parallelLevel >= 2, got " + level);
-        }
         Object nn = block.getOrDefault("nnodes", 1);
         int nnodesMin;
         int nnodes;
@@ -138,6 +135,11 @@ public final class TorchrunOptions {
         } else {
             nnodes = intOf(where, "torchrun.nnodes", nn, 1);
             nnodesMin = nnodes;
+        }
+        if (type.equals("pp") && level * nnodesMin < 2) {
+            // a stage per rank: two ranks on this machine, or one on each of two machines
+            throw new IllegalArgumentException(where + "parallelType pp splits the model into stages and needs parallelLevel >= 2, got "
+                    + level + " (or torchrun.nnodes >= 2 across machines)");
         }
         int maxRestarts = intOf(where, "torchrun.max-restarts", block.getOrDefault("max-restarts", 1), 0);
         Object omp = block.containsKey("omp-num-threads") ? block.get("omp-num-threads") : block.getOrDefault("OMP_NUMBER_THREADS", 1);

@@ -280,11 +280,22 @@ final class WorkerThread {
             BackendLink c = link;
             if (dynamic()) {
                 LOG.warning(name + ": " + lost + "; torchrun re-forms the job without it");
+                // SIGKILL first, the link after: a rank whose connection closes first exits 0,
+                // which torchrun takes for a finished job (no re-form)
+                for (long pid : ranks.loadedPids()) {
+                    ProcessHandle.of(pid).ifPresent(h -> {
+                        h.destroyForcibly();
+                        try {
+                            h.onExit().get(5, TimeUnit.SECONDS);
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+                            LOG.warning(name + ": rank pid " + pid + " did not exit within 5 s of SIGKILL");
+                        }
+                    });
+                }
                 if (c != null) {
                     c.die(lost, 0);
-                }
-                for (long pid : ranks.loadedPids()) {
-                    ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
                 }
                 continue;
             }
