@@ -75,3 +75,26 @@ def test_failed_install_fails_the_registration_with_pips_error(setup: harness.Se
     assert "Custom pip package installation failed for model baddeps" in msg
     assert "tserve-no-such-package" in msg
     assert requests.get(setup.management_url + "/models/baddeps", timeout=10).status_code == 404
+
+
+def test_use_venv_runs_the_workers_in_the_models_own_environment(setup: harness.Server, tmp_path: Path) -> None:
+    good = tmp_path / "venv-reqs.txt"
+    wheels = setup.model_store.parent / "wheels"
+    good.write_text(f"--no-index\n--find-links {wheels}\ntserve-tiny-dep\n")
+    harness.build_mar(setup.model_store, "invenv", HANDLERS / "venv_handler.py", requirements_file=good,
+                      config_yaml="useVenv: true\n")
+    r = setup.register("invenv.mar", initial_workers=1)
+    assert r.status_code == 200, r.text
+    described = requests.get(setup.management_url + "/models/invenv", timeout=10).json()[0]
+    assert described["useVenv"] is True
+    r = setup.predict("invenv", b"x")
+    assert r.status_code == 200, r.text
+    info = r.json()
+    assert Path(info["prefix"]).name == "venv" and Path(info["prefix"]) != Path(sys.prefix)
+    assert info["greeting"] == "hello from tiny dep"
+    assert info["torch"]   # the server's packages stay visible behind the venv's own
+    assert "useVenv" in setup.logs() and "virtual environment" in setup.logs()
+    setup_dir = Path(info["prefix"])
+    r = requests.delete(setup.management_url + "/models/invenv", timeout=60)
+    assert r.status_code == 200, r.text
+    harness.wait_for(lambda: not setup_dir.exists(), 30, what="the model's venv removed with the model")

@@ -13,9 +13,9 @@ import org.tserve.util.BoundedLines;
 import org.tserve.util.Logging;
 
 /**
- * Installs an archive's {@code requirementsFile} with
- * {@code <python> -m pip install --only-binary :all: -t <modelTmpDir>/deps -r <req>} (never into
- * the server's own environment): wheels only, so a requirement runs no build code, unless the
+ * Sets up a model's Python environment: installs an archive's {@code requirementsFile} with
+ * {@code <python> -m pip install --only-binary :all: -t <modelTmpDir>/deps -r <req>}, or into the
+ * model's own venv with {@code useVenv} (never into the server's own environment): wheels only, so a requirement runs no build code, unless the
  * operator sets {@code install_py_dep_allow_source_builds=true}. pip runs at most
  * {@code install_py_dep_timeout} seconds (then its process tree is killed); its output goes to the
  * model log with lines cut at {@value #MAX_LINE} bytes and at most {@value #MAX_LOGGED_LINES} lines.
@@ -40,38 +40,84 @@ public final class DependencyInstaller {
     private DependencyInstaller() {
     }
 
-    /** pip's command line for {@code reqFile}, installing into {@code deps}. */
+    /** pip's command line for {@code reqFile}: into {@code deps}, or into the running venv when it is null. */
     static List<String> command(String python, Path deps, Path reqFile, Options o) {
         List<String> cmd = new ArrayList<>(List.of(python, "-m", "pip", "install", "--disable-pip-version-check",
                 "--no-input"));
         if (!o.allowSourceBuilds) {
             cmd.addAll(List.of("--only-binary", ":all:"));
         }
-        cmd.addAll(List.of("-t", deps.toString(), "-r", reqFile.toString()));
+        if (deps != null) {
+            cmd.addAll(List.of("-t", deps.toString()));
+        }
+        cmd.addAll(List.of("-r", reqFile.toString()));
         return cmd;
     }
 
-    /** Runs pip; a failure or a timeout throws ArchiveException(400) carrying pip's error text. */
+    /**
+     * Creates the model's virtual environment ({@code useVenv}) with the server's interpreter
+     * ({@code ts/utils/setup_model_venv.py}: the server's packages stay visible behind the venv's
+     * own) and returns the venv's python. Bounded by {@code install_py_dep_timeout} like pip.
+     */
+    public static String createVenv(String python, String modelServerHome, String modelName, ModelArchive archive,
+                                    Options o) throws ArchiveException {
+        Path venv = archive.getVenvDir();
+        ProcessBuilder pb = new ProcessBuilder(python, "-m", "ts.utils.setup_model_venv", venv.toString());
+        pb.directory(archive.getModelDir().toFile());
+        pb.environment().merge("PYTHONPATH", modelServerHome, (old, home) -> home + java.io.File.pathSeparator + old);
+        run(pb, modelName, "venv", "Creating the virtual environment (useVenv) of model " + modelName + " failed", o);
+        return archive.getVenvPython().toString();
+    }
+
+    /**
+     * Runs pip with {@code python}: the server's interpreter installs into {@code <modelTmpDir>/deps},
+     * a model venv's interpreter into the venv. A failure or a timeout throws ArchiveException(400)
+     * carrying pip's error text.
+     */
     public static void install(String python, String modelName, ModelArchive archive, Options o) throws ArchiveException {
         String req = archive.getManifest().requirementsFile;
         Path reqFile = archive.getModelDir().resolve(req).normalize();
         if (!reqFile.startsWith(archive.getModelDir()) || !Files.isRegularFile(reqFile)) {
             throw new ArchiveException(400, "Model " + modelName + ": requirementsFile " + req + " is missing from the archive");
         }
-        Path deps = archive.getDepsDir();
+        boolean intoVenv = python.equals(archive.getVenvPython().toString());
+        Path deps = intoVenv ? null : archive.getDepsDir();
+        try {
+            if (deps != null) {
+                Files.createDirectories(deps);
+            }
+        } catch (IOException e) {
+            throw new ArchiveException(500, "Model " + modelName + ": cannot create " + deps + ": " + e.getMessage());
+        }
+        String hint = o.allowSourceBuilds ? "" : " (only wheels are installed: install_py_dep_allow_source_builds=true "
+                + "lets pip build source distributions)";
+        ProcessBuilder pb = new ProcessBuilder(command(python, deps, reqFile, o)).directory(archive.getModelDir().toFile());
+        run(pb, modelName, "pip", "Custom pip package installation failed for model " + modelName, o, hint);
+    }
+
+    private static void run(ProcessBuilder pb, String modelName, String tool, String failure, Options o)
+            throws ArchiveException {
+        run(pb, modelName, tool, failure, o, "");
+    }
+
+    /**
+     * Runs one step of a model's environment setup in the model's directory, its output logged
+     * (bounded); stops its process tree after the timeout. Throws ArchiveException(400) starting
+     * with {@code failure} and carrying the step's error lines.
+     */
+    private static void run(ProcessBuilder pb, String modelName, String tool, String failure, Options o, String hint)
+            throws ArchiveException {
+        String python = pb.command().get(0);
         Deque<String> tail = new ArrayDeque<>();
         int code;
         Process p;
         try {
-            Files.createDirectories(deps);
-            p = new ProcessBuilder(command(python, deps, reqFile, o)).directory(archive.getModelDir().toFile())
-                    .redirectErrorStream(true).start();
+            p = pb.redirectErrorStream(true).start();
             p.getOutputStream().close();
         } catch (IOException e) {
-            throw new ArchiveException(400, "Custom pip package installation failed for model " + modelName + ": cannot run "
-                    + python + " -m pip: " + e.getMessage());
+            throw new ArchiveException(400, failure + ": cannot run " + python + ": " + e.getMessage());
         }
-        Thread reader = new Thread(() -> readOutput(p, modelName, tail), "pip-" + modelName);
+        Thread reader = new Thread(() -> readOutput(p, modelName, tool, tail), tool + "-" + modelName);
         reader.setDaemon(true);
         reader.start();
         try {
@@ -81,8 +127,8 @@ public final class DependencyInstaller {
                 p.destroyForcibly();
                 p.waitFor(10, TimeUnit.SECONDS);
                 reader.join(5000);
-                throw new ArchiveException(400, "Custom pip package installation failed for model " + modelName
-                        + ": pip did not finish within install_py_dep_timeout (" + o.timeoutSeconds + " s) and was stopped");
+                throw new ArchiveException(400, failure + ": " + tool + " did not finish within install_py_dep_timeout ("
+                        + o.timeoutSeconds + " s) and was stopped");
             }
             code = p.exitValue();
             reader.join(5000);
@@ -90,7 +136,7 @@ public final class DependencyInstaller {
             p.descendants().forEach(ProcessHandle::destroyForcibly);
             p.destroyForcibly();
             Thread.currentThread().interrupt();
-            throw new ArchiveException(500, "Interrupted while installing dependencies of model " + modelName);
+            throw new ArchiveException(500, "Interrupted while setting up the Python environment of model " + modelName);
         }
         if (code != 0) {
             List<String> errors = new ArrayList<>();
@@ -104,22 +150,20 @@ public final class DependencyInstaller {
                     errors.addAll(tail);
                 }
             }
-            String hint = o.allowSourceBuilds ? "" : " (only wheels are installed: install_py_dep_allow_source_builds=true "
-                    + "lets pip build source distributions)";
-            throw new ArchiveException(400, "Custom pip package installation failed for model " + modelName
-                    + " (pip exit status " + code + "): " + String.join(" | ", errors) + hint);
+            throw new ArchiveException(400, failure + " (" + tool + " exit status " + code + "): "
+                    + String.join(" | ", errors) + hint);
         }
     }
 
     /** Copies pip's output to the model log (bounded) and keeps its last lines for the error message. */
-    private static void readOutput(Process p, String modelName, Deque<String> tail) {
+    private static void readOutput(Process p, String modelName, String tool, Deque<String> tail) {
         int[] logged = {0};
         try {
             BoundedLines.read(p.getInputStream(), MAX_LINE, line -> {
                 if (logged[0] < MAX_LOGGED_LINES) {
-                    MODEL_LOG.info("[pip " + modelName + "] " + line);
+                    MODEL_LOG.info("[" + tool + " " + modelName + "] " + line);
                 } else if (logged[0] == MAX_LOGGED_LINES) {
-                    MODEL_LOG.warning("[pip " + modelName + "] more than " + MAX_LOGGED_LINES + " lines of output; the rest "
+                    MODEL_LOG.warning("[" + tool + " " + modelName + "] more than " + MAX_LOGGED_LINES + " lines of output; the rest "
                             + "is not logged");
                 }
                 logged[0]++;
@@ -131,7 +175,7 @@ public final class DependencyInstaller {
                 }
             });
         } catch (IOException e) {
-            MODEL_LOG.warning("[pip " + modelName + "] output could not be read: " + e.getMessage());
+            MODEL_LOG.warning("[" + tool + " " + modelName + "] output could not be read: " + e.getMessage());
         }
     }
 }

@@ -152,6 +152,16 @@ public final class ModelArchive {
         return tmpDir.resolve("deps");
     }
 
+    /** Dir of the model's own virtual environment ({@code useVenv}), when it was created. */
+    public Path getVenvDir() {
+        return tmpDir.resolve("venv");
+    }
+
+    /** The python of {@link #getVenvDir()}. */
+    public Path getVenvPython() {
+        return getVenvDir().resolve("bin").resolve("python");
+    }
+
     /** Removes the temporary directory and the downloaded archive, if any. */
     public void delete() {
         deleteTree(tmpDir);

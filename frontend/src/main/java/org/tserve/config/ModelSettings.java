@@ -18,15 +18,13 @@ public final class ModelSettings {
     private static final Set<String> INT_KEYS = new HashSet<>(Arrays.asList(
             "minWorkers", "maxWorkers", "batchSize", "maxBatchDelay", "responseTimeout", "startupTimeout",
             "jobQueueSize", "parallelLevel", "preprocessWorkers", "maxRetryTimeoutInSec", "maxBatchesInFlight",
-            "sequenceMaxIdleMSec", "sequenceTimeoutMSec", "maxSequenceJobQueueSize", "maxNumSequence"));
+            "sequenceMaxIdleMSec", "sequenceTimeoutMSec", "maxSequenceJobQueueSize", "maxNumSequence",
+            "clientTimeoutInMills"));
     /** Sections read by handlers, passed to the worker untouched. */
     private static final Set<String> HANDLER_SECTIONS = new HashSet<>(Arrays.asList(
             "handler", "pippy", "deepspeed", "tp", "accelerate", "pt2", "micro_batching", "mb_parallelism", "dali", "redis"));
-    /** TorchServe keys tserve does not implement (warned about, then ignored). */
-    private static final Set<String> UNSUPPORTED = new HashSet<>(Arrays.asList(
-            "clientTimeoutInMills", "useJobTicket", "useVenv"));
     private static final Set<String> BOOLEAN_KEYS = new HashSet<>(Arrays.asList(
-            "postprocessInPool", "continuousBatching", "asyncCommunication", "sequenceBatching"));
+            "postprocessInPool", "continuousBatching", "asyncCommunication", "sequenceBatching", "useJobTicket", "useVenv"));
     /** Keys of config.properties' models JSON that are not settings. */
     private static final Set<String> MODELS_JSON_ONLY = new HashSet<>(Arrays.asList(
             "defaultVersion", "marName", "runtimeType"));
@@ -65,6 +63,15 @@ public final class ModelSettings {
     public int maxSequenceJobQueueSize = 1;
     /** Sequences open at once (0 = batchSize x maxWorkers). */
     public int maxNumSequence;
+    /**
+     * Milliseconds a request may wait in the queue (0 = no limit): an older one is answered 503
+     * when a batch is formed instead of being sent, as its client has likely given up.
+     */
+    public int clientTimeoutInMills;
+    /** Accept an inference request only when a worker is free to take it now (else 503), never queue it behind others. */
+    public boolean useJobTicket;
+    /** Workers run in a virtual environment of their own, created at registration (requirements go there). */
+    public boolean useVenv;
     /** How a batch that is not full is sent: {@code eager}, {@code adaptive} or {@code delay} (docs/batching.md). */
     public String dispatchPolicy = "adaptive";
 
@@ -168,6 +175,7 @@ public final class ModelSettings {
                     case "sequenceTimeoutMSec": sequenceTimeoutMSec = n; break;
                     case "maxSequenceJobQueueSize": maxSequenceJobQueueSize = n; break;
                     case "maxNumSequence": maxNumSequence = n; break;
+                    case "clientTimeoutInMills": clientTimeoutInMills = n; break;
                     default: break;
                 }
             } else if (k.equals("deviceType")) {
@@ -206,6 +214,8 @@ public final class ModelSettings {
                     case "postprocessInPool": postprocessInPool = b; break;
                     case "continuousBatching": continuousBatching = b; break;
                     case "sequenceBatching": sequenceBatching = b; break;
+                    case "useJobTicket": useJobTicket = b; break;
+                    case "useVenv": useVenv = b; break;
                     default: asyncCommunication = b; break;
                 }
             } else if (k.equals("torchrun")) {
@@ -221,8 +231,6 @@ public final class ModelSettings {
                 torchrun = t;
             } else if (HANDLER_SECTIONS.contains(k) || MODELS_JSON_ONLY.contains(k)) {
                 continue;
-            } else if (UNSUPPORTED.contains(k)) {
-                warnings.add(source + ": key '" + k + "' is a TorchServe feature tserve does not support; ignored");
             } else {
                 warnings.add(source + ": unknown key '" + k + "' ignored");
             }
@@ -287,6 +295,9 @@ public final class ModelSettings {
         s.maxRetryTimeoutInSec = maxRetryTimeoutInSec;
         s.maxBatchesInFlight = maxBatchesInFlight;
         s.dispatchPolicy = dispatchPolicy;
+        s.clientTimeoutInMills = clientTimeoutInMills;
+        s.useJobTicket = useJobTicket;
+        s.useVenv = useVenv;
         return s;
     }
 

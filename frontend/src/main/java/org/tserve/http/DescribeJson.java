@@ -36,7 +36,7 @@ public final class DescribeJson {
         o.addProperty("responseTimeout", s.responseTimeout);
         o.addProperty("startupTimeout", s.startupTimeout);
         o.addProperty("maxRetryTimeoutInSec", s.maxRetryTimeoutInSec);
-        o.addProperty("clientTimeoutInMills", 0);
+        o.addProperty("clientTimeoutInMills", s.clientTimeoutInMills);
         o.addProperty("parallelType", s.parallelType);
         o.addProperty("parallelLevel", s.parallelLevel);
         o.addProperty("deviceType", s.deviceType);
@@ -46,8 +46,8 @@ public final class DescribeJson {
             o.add("deviceIds", ids);
         }
         o.addProperty("continuousBatching", s.joinsRunningBatch());
-        o.addProperty("useJobTicket", false);
-        o.addProperty("useVenv", false);
+        o.addProperty("useJobTicket", s.useJobTicket);
+        o.addProperty("useVenv", s.useVenv);
         o.addProperty("stateful", s.sequenceBatching);
         o.addProperty("sequenceMaxIdleMSec", s.sequenceMaxIdleMSec);
         o.addProperty("sequenceTimeoutMSec", s.sequenceTimeoutMSec);

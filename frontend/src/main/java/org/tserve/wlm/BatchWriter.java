@@ -45,6 +45,12 @@ final class BatchWriter {
         return directDispatches.get();
     }
 
+    /** Batches this worker could take now (its free permits); 0 while it is not serving. */
+    int freeBatches() {
+        BackendLink c = serving;
+        return c == null || stopping.getAsBoolean() || !c.alive() ? 0 : c.permits.availablePermits();
+    }
+
     /** The writer loop: runs until the worker stops or the link dies. */
     void serve(BackendLink c) throws InterruptedException {
         serving = c;
@@ -72,6 +78,11 @@ final class BatchWriter {
                     InFlightTable.requeue(jobs, queue, model.name);
                     c.permits.release();
                     break;
+                }
+                jobs = withoutExpired(jobs, s.clientTimeoutInMills);
+                if (jobs.isEmpty()) {
+                    c.permits.release();
+                    continue;
                 }
                 List<Request> reqs = new ArrayList<>(jobs.size());
                 for (Job j : jobs) {
@@ -115,6 +126,29 @@ final class BatchWriter {
             job.fail(500, "Worker died. (worker " + port + " of model " + model.name + ": " + c.deadReason() + ")");
         }
         return true;
+    }
+
+    /**
+     * The jobs that waited at most {@code clientTimeoutInMills} (0 = no limit) since they arrived;
+     * the others are answered 503 and not sent, as their clients have likely given up already.
+     */
+    private List<Job> withoutExpired(List<Job> jobs, int clientTimeoutInMills) {
+        if (clientTimeoutInMills <= 0) {
+            return jobs;
+        }
+        long now = System.nanoTime();
+        List<Job> kept = new ArrayList<>(jobs.size());
+        for (Job j : jobs) {
+            long waited = TimeUnit.NANOSECONDS.toMillis(now - j.getCreatedNanos());
+            if (waited <= clientTimeoutInMills) {
+                kept.add(j);
+            } else {
+                j.fail(503, "Request waited " + waited + " ms for a worker of model " + model.name + ", longer than its "
+                        + "clientTimeoutInMills (" + clientTimeoutInMills + " ms), and was not run. Retry, add workers, "
+                        + "or raise clientTimeoutInMills.");
+            }
+        }
+        return kept;
     }
 
     /** Tells the worker to drop a cancelled job's sequence; its RESULT then frees the slot. */

@@ -96,6 +96,10 @@ final class Model {
                 sequences.submit(job, activeWorkers());   // to its sequence's worker, in order
                 return;
             }
+            if (settings.useJobTicket && job.getKind() == Job.Kind.INFERENCE && !hasFreeWorker()) {
+                throw new WlmException(503, "Model \"" + name + "\" version " + version + " has no free worker for this "
+                        + "request (useJobTicket: true answers instead of queueing). Retry later, or add workers.");
+            }
             if (settings.joinsRunningBatch()) {
                 job.onCancel(() -> queue.remove(job));
             }
@@ -113,6 +117,19 @@ final class Model {
         } finally {
             lock.readLock().unlock();
         }
+    }
+
+    /**
+     * Whether a worker could take one more request now (useJobTicket): the requests the serving
+     * workers' free batch slots hold outnumber those already queued for them.
+     */
+    private boolean hasFreeWorker() {
+        int perBatch = settings.joinsRunningBatch() ? 1 : settings.batchSize;
+        long free = 0;
+        for (WorkerThread w : workers) {
+            free += (long) w.freeBatches() * perBatch;
+        }
+        return queue.size() < free;
     }
 
     /** Refuses new jobs from now on. */

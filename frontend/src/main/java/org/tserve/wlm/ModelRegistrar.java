@@ -54,10 +54,17 @@ final class ModelRegistrar {
             throw e;
         }
         try {
+            DependencyInstaller.Options opts = new DependencyInstaller.Options(cfg.getInt("install_py_dep_timeout"),
+                    cfg.getBool("install_py_dep_allow_source_builds"));
+            String python = env.python;
+            if (model.getSettings().useVenv) {
+                LOG.info("Creating the virtual environment of model " + model.name + " (useVenv) in " + archive.getVenvDir());
+                python = DependencyInstaller.createVenv(env.python, env.modelServerHome, model.name, archive, opts);
+            }
             if (cfg.getBool("install_py_dep_per_model") && archive.getManifest().requirementsFile != null) {
-                LOG.info("Installing Python dependencies of model " + model.name + " from " + archive.getManifest().requirementsFile);
-                DependencyInstaller.install(env.python, model.name, archive, new DependencyInstaller.Options(
-                        cfg.getInt("install_py_dep_timeout"), cfg.getBool("install_py_dep_allow_source_builds")));
+                LOG.info("Installing Python dependencies of model " + model.name + " from " + archive.getManifest().requirementsFile
+                        + (model.getSettings().useVenv ? " into its virtual environment" : ""));
+                DependencyInstaller.install(python, model.name, archive, opts);
             }
         } catch (ArchiveException e) {
             removeModel(model, "registration failed");

@@ -88,18 +88,23 @@ final class WorkerProcess {
         if (env.metricsConfig != null && !env.metricsConfig.isEmpty()) {
             workerArgs.addAll(List.of("--metrics-config", env.metricsConfig));
         }
+        // a model with useVenv runs on its venv's python (created at registration), never forked
+        // from the zygote, which imported packages the venv may replace
+        boolean venv = model.getSettings().useVenv;
+        String python = venv ? model.getArchive().getVenvPython().toString() : env.python;
         List<String> cmd;
         if (torchrun) {
             Path logDir = Logging.logDir().toPath().resolve("torchelastic_ts");
             // the nodes of a multi-node job must agree on the run id; their ports may differ
             String runId = jobRunId != null ? jobRunId
                     : dist.nnodes > 1 ? model.name + "_" + model.version : model.name + "_" + port;
-            cmd = dist.command(env.python, runId, "127.0.0.1:" + rdzvPort, logDir.toString(), workerArgs);
-        } else if (env.warmStart != null && env.warmStart.isAlive() && !Files.isDirectory(model.getArchive().getDepsDir())) {
+            cmd = dist.command(python, runId, "127.0.0.1:" + rdzvPort, logDir.toString(), workerArgs);
+        } else if (!venv && env.warmStart != null && env.warmStart.isAlive()
+                && !Files.isDirectory(model.getArchive().getDepsDir())) {
             // forked from the zygote; not with per-model packages, which may shadow what it imported
             cmd = env.warmStart.command(env.python, workerArgs);
         } else {
-            cmd = new ArrayList<>(List.of(env.python, "-m", "ts.model_service_worker"));
+            cmd = new ArrayList<>(List.of(python, "-m", "ts.model_service_worker"));
             cmd.addAll(workerArgs);
         }
         ProcessBuilder pb = new ProcessBuilder(cmd);
@@ -124,7 +129,7 @@ final class WorkerProcess {
         e.put("TS_DECODE_INPUT_REQUEST", String.valueOf(env.decodeInputRequest));
         e.put("TS_SEND_ERROR_DETAIL", String.valueOf(env.sendErrorDetail));
         e.put("PYTHONUNBUFFERED", "1");
-        e.put("TS_ZYGOTE_FALLBACK_PYTHON", env.python);   // the launcher's cold start, if it has to
+        e.put("TS_ZYGOTE_FALLBACK_PYTHON", python);   // the launcher's cold start, if it has to
         String tag = ProcessHandle.current().pid() + "-" + workerName + "-" + System.nanoTime();
         if (torchrun) {
             e.putAll(dist.environment(devices));

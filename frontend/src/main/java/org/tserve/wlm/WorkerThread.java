@@ -199,6 +199,11 @@ final class WorkerThread {
         return writer.directDispatches();
     }
 
+    /** See {@link BatchWriter#freeBatches}. */
+    int freeBatches() {
+        return writer.freeBatches();
+    }
+
     /** See {@link BatchWriter#dispatchNow}. */
     boolean dispatchNow(Job job) {
         return writer.dispatchNow(job);

@@ -45,6 +45,11 @@ public class DependencyInstallerTest {
         assertTrue(strict.toString(), i > 0 && strict.get(i + 1).equals(":all:"));
         List<String> open = DependencyInstaller.command("py", deps, req, new DependencyInstaller.Options(600, true));
         assertFalse(open.toString(), open.contains("--only-binary"));
+        assertTrue(strict.toString(), strict.contains("-t"));
+        // into a model's venv (useVenv): the venv's python installs into its own environment
+        List<String> venv = DependencyInstaller.command("py", null, req, new DependencyInstaller.Options(600, false));
+        assertFalse(venv.toString(), venv.contains("-t"));
+        assertTrue(venv.toString(), venv.contains("--only-binary"));
     }
 
     @Test
