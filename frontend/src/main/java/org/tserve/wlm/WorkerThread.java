@@ -10,7 +10,6 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.tserve.config.ModelSettings;
 import org.tserve.dist.DeviceReservation;
-import org.tserve.dist.TorchrunOptions;
 import org.tserve.wlm.protocol.FrameType;
 
 /**
@@ -19,12 +18,11 @@ import org.tserve.wlm.protocol.FrameType;
  * it is stopped. Each verb's work lives in its own class: {@link BackendStarter} (connect, load),
  * {@link BatchWriter} (serve), {@link ResponseReader} (answers), {@link InFlightTable} (batches in
  * flight, response timeouts), {@link RankGroup} (ranks, elastic restarts), {@link RestartBackoff}.
- * A backend that dies or times out fails only the jobs it held.
+ * A backend that dies or times out fails only the jobs it held. Its part in a job across machines
+ * (leader, member) is a {@link NodeRole}.
  *
- * <p>Why ~600 lines: the roles of a job across machines (leader: {@code leadNodes}, the node
- * watcher, {@code describeNodes}; member: {@code memberOf}, {@code follow}) landed here with the
- * multi-node work and share the lifetime's state (process, link, failure). They are the next
- * thing to move into a class of their own beside {@link RemoteNodes}.
+ * <p>Why past ~400 lines: the loop's verbs share one lifetime's state (process, link, state,
+ * failure); split further, each class would reach back into the others' fields.
  */
 final class WorkerThread {
     private static final Logger LOG = Logger.getLogger(WorkerThread.class.getName());
@@ -58,20 +56,10 @@ final class WorkerThread {
     private volatile WorkerProcess process;
     private volatile BackendLink link;
     private volatile ScheduledFuture<?> sweeper;
-    /** This node's torchrun options (a job across machines: {@link TorchrunOptions#forNode}). */
-    private volatile TorchrunOptions launchDist;
-    /** The run id every node of a job across machines shares (null: the single-node default). */
-    private volatile String runId;
-    /** On a member node: load the local ranks and hold them; rank 0 on the leader drives them. */
-    private volatile boolean member;
-    /** On the leader of a job across machines: the member nodes (null otherwise). */
-    private volatile RemoteNodes remote;
-    /** Why the job lost a node (named), set by the node watcher; null while every node is fine. */
-    private volatile String nodeFailure;
+    /** Its part in a job across machines (none, leader or member). */
+    private final NodeRole role;
     /** Why the last lifetime ended (null: asked to stop), for a member's state. */
     private volatile String lastFailure;
-    /** Whether the member nodes run their part of the current lifetime (the watcher polls them). */
-    private volatile boolean nodesStarted;
 
     /** How one process lifetime ended: whether it loaded the model, and why it ended (null: asked to). */
     private record Lifetime(boolean loaded, String failure, int status) {
@@ -89,7 +77,7 @@ final class WorkerThread {
         this.sequenceQueue = new java.util.concurrent.LinkedBlockingDeque<>(model.getSettings().jobQueueSize);
         this.writer = new BatchWriter(model, port, inFlight, this::isStopping, sequenceQueue);
         this.reader = new ResponseReader(manager, model, name, port, inFlight, this::isStopping);
-        this.launchDist = model.dist;
+        this.role = new NodeRole(model, name, ranks);
     }
 
     /**
@@ -97,17 +85,12 @@ final class WorkerThread {
      * 0 (and is_host for c10d), and {@code members} start the other nodes' ranks.
      */
     void leadNodes(List<org.tserve.dist.MemberClient> members, String localAddr, String leaderAddress) {
-        this.launchDist = model.dist.forNode(0, localAddr);
-        this.runId = model.name + "_" + model.version + "_" + port;
-        this.remote = new RemoteNodes(members, model, runId, leaderAddress);
+        role.lead(members, localAddr, leaderAddress, port);
     }
 
     /** Makes this worker node {@code nodeRank} of a leader's job: it loads its ranks and serves nothing. */
     void memberOf(int nodeRank, String localAddr, String jobRunId) {
-        this.launchDist = model.dist.forNode(nodeRank, localAddr);
-        this.runId = jobRunId;
-        this.member = true;
-        ranks.setNodeRank(nodeRank);
+        role.memberOf(nodeRank, localAddr, jobRunId);
     }
 
     /** Why the last lifetime failed (null when none did or it was asked to stop). */
@@ -117,24 +100,7 @@ final class WorkerThread {
 
     /** Every node of a job across machines for describe (null for a worker on one machine). */
     com.google.gson.JsonArray describeNodes() {
-        RemoteNodes r = remote;
-        if (r == null) {
-            return null;
-        }
-        com.google.gson.JsonArray out = new com.google.gson.JsonArray();
-        com.google.gson.JsonObject leader = new com.google.gson.JsonObject();
-        leader.addProperty("node", 0);
-        leader.addProperty("address", "leader");
-        leader.addProperty("state", state.name());
-        leader.addProperty("pid", getPid());
-        com.google.gson.JsonArray rs = new com.google.gson.JsonArray();
-        for (RankDescription d : ranks.describe()) {
-            rs.add(d.toJson());
-        }
-        leader.add("ranks", rs);
-        out.add(leader);
-        out.addAll(r.describe());
-        return out;
+        return role.describe(state, getPid());
     }
 
     /** The worker's name in logs and metrics: {@code W-<port>-<model>_<version>}. */
@@ -247,77 +213,7 @@ final class WorkerThread {
         sweeper = manager.scheduler().scheduleWithFixedDelay(this::sweepTimeouts, SWEEP_MILLIS, SWEEP_MILLIS,
                 TimeUnit.MILLISECONDS);
         t.start();
-        if (remote != null) {
-            Thread watcher = new Thread(this::watchNodes, name + "-nodes");
-            watcher.setDaemon(true);
-            watcher.start();
-        }
-    }
-
-    /**
-     * Polls the member nodes while the job runs. Static mode: a lost node ends the lifetime (the
-     * batches in flight fail naming the node) and the whole job restarts on every node with the
-     * backoff. Dynamic mode (etcd): this node's ranks are ended so that torchrun re-forms the job
-     * with the nodes that are left, and the lost node is asked to rejoin until it does.
-     */
-    private void watchNodes() {
-        while (!stopped.isDone()) {
-            try {
-                Thread.sleep(500);
-            } catch (InterruptedException e) {
-                return;
-            }
-            RemoteNodes r = remote;
-            if (stopping || process == null || !nodesStarted) {
-                continue;
-            }
-            if (dynamic()) {
-                r.rejoin(runId);
-            }
-            if (nodeFailure != null) {
-                continue;
-            }
-            String lost = r.check();
-            if (lost == null || stopping || !nodesStarted) {
-                continue;
-            }
-            nodeFailure = lost;
-            BackendLink c = link;
-            if (dynamic()) {
-                LOG.warning(name + ": " + lost + "; torchrun re-forms the job without it");
-                // SIGKILL first, the link after: a rank whose connection closes first exits 0,
-                // which torchrun takes for a finished job (no re-form)
-                for (long pid : ranks.loadedPids()) {
-                    ProcessHandle.of(pid).ifPresent(h -> {
-                        h.destroyForcibly();
-                        try {
-                            h.onExit().get(5, TimeUnit.SECONDS);
-                        } catch (InterruptedException e) {
-                            Thread.currentThread().interrupt();
-                        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
-                            LOG.warning(name + ": rank pid " + pid + " did not exit within 5 s of SIGKILL");
-                        }
-                    });
-                }
-                if (c != null) {
-                    c.die(lost, 0);
-                }
-                continue;
-            }
-            LOG.warning(name + ": " + lost + "; the job restarts on every node");
-            if (c != null) {
-                c.die(lost);
-            }
-            WorkerProcess p = process;
-            if (p != null) {
-                p.kill();
-            }
-        }
-    }
-
-    /** A node of a job across machines whose rendezvous is etcd: torchrun re-forms it (elastic). */
-    private boolean dynamic() {
-        return (remote != null || member) && launchDist.dynamicRendezvous();
+        role.startWatcher(() -> process, () -> link, this::isStopping, stopped::isDone);
     }
 
     /** Asks the worker to stop: no new batches, in-flight batches finish, then STOP and exit. */
@@ -347,7 +243,7 @@ final class WorkerThread {
             while (!stopping) {
                 Lifetime end = live();
                 reap(end);
-                if (stopping || member) {
+                if (stopping || role.isMember()) {
                     break;   // a member's job is restarted by its leader, not here
                 }
                 if (end.loaded()) {
@@ -369,7 +265,7 @@ final class WorkerThread {
         try {
             spawnAndServe();
             BackendLink c = link;
-            String lost = nodeFailure;
+            String lost = role.nodeFailure();
             return new Lifetime(true, lost != null ? lost : c == null ? null : c.deadReason(), 500);
         } catch (WorkerFailure e) {
             return ended(e.getMessage(), e.status);
@@ -385,7 +281,7 @@ final class WorkerThread {
     }
 
     private Lifetime ended(String failure, int status) {
-        String lost = nodeFailure;
+        String lost = role.nodeFailure();
         return new Lifetime(state == WorkerState.READY, lost != null ? lost : failure, lost != null ? 500 : status);
     }
 
@@ -399,7 +295,7 @@ final class WorkerThread {
         while (true) {
             BackendLink c = connectAndLoad();
             ready();
-            if (member) {
+            if (role.isMember()) {
                 follow(c);
             } else {
                 writer.serve(c);
@@ -421,14 +317,9 @@ final class WorkerThread {
         startTime = System.currentTimeMillis();
         ranks.reset("STARTING");
         link = null;
-        nodeFailure = null;
-        process = WorkerProcess.start(manager.workerEnvironment(), model, port, name, devices, rdzvPort, launchDist,
-                runId);
-        RemoteNodes r = remote;
-        if (r != null) {
-            r.start(runId);
-            nodesStarted = true;
-        }
+        process = WorkerProcess.start(manager.workerEnvironment(), model, port, name, devices, rdzvPort,
+                role.launchDist(), role.runId());
+        role.lifetimeStarted();
     }
 
     /**
@@ -453,20 +344,13 @@ final class WorkerThread {
         link = c;
         reader.start(c);
         starter.load(c, process, deadline, s);
-        if (remote != null && ranks.firstGlobalRank() > 0) {
-            // rank 0 drives every step and must be the leader's (etcd orders nodes by address)
-            throw new WorkerFailure(500, "the leader's first rank came out as global rank " + ranks.firstGlobalRank()
-                    + " of the job: torchrun ordered another node first; with an etcd rendezvous nodes are sorted by "
-                    + "address, so the leader's cluster_address must sort first");
-        }
+        role.checkLeaderRanksFirst();
         return c;
     }
 
     private void ready() {
         readySince = System.currentTimeMillis();
-        if (dynamic()) {
-            nodeFailure = null;   // the job re-formed with the nodes that are there
-        }
+        role.formed();
         state = WorkerState.READY;
         ranks.mark("READY");
         int restarts = ranks.elasticRestarts();
@@ -483,19 +367,19 @@ final class WorkerThread {
      */
     private boolean elasticRestart(BackendLink c) {
         int dead = c.deadRank();
-        if (!model.dist.usesTorchrun() || dead < 0 || ((remote != null || member) && !dynamic())) {
+        if (!model.dist.usesTorchrun() || dead < 0 || role.restartsWholeJob()) {
             // across machines (static mode) the leader restarts the whole job (every node) itself
             return false;
         }
         String who = "rank " + dead + " of worker " + port;
-        if (dynamic()) {
+        if (role.dynamic()) {
             if (!process.isAlive()) {
                 c.explainDeath(who + " died and the torchrun agent exited (status " + process.exitStatus()
-                        + ", max-restarts " + launchDist.maxRestarts + "): the worker is restarted");
+                        + ", max-restarts " + role.launchDist().maxRestarts + "): the worker is restarted");
                 return false;
             }
             ranks.reform();
-            String lost = nodeFailure;
+            String lost = role.nodeFailure();
             String msg = (lost != null ? lost + "; " : who + " ended; ")
                     + "torchrun re-forms the job with the nodes that are there (re-form " + ranks.elasticRestarts() + ")";
             LOG.warning(name + ": " + msg);
@@ -532,11 +416,7 @@ final class WorkerThread {
     private void reap(Lifetime end) {
         String failure = end.failure();
         lastFailure = stopping ? null : failure;
-        RemoteNodes r = remote;
-        if (r != null) {
-            nodesStarted = false;
-            r.stopAll();
-        }
+        role.lifetimeEnded();
         BackendLink c = link;
         if (c != null) {
             c.die(failure == null ? "worker stopped" : failure);
