@@ -34,6 +34,10 @@ public final class ConfigManager {
     private final List<String> warnings = new ArrayList<>();
     private final List<String> startupModels = new ArrayList<>();
     private final String configFile;
+    /** The file read is the latest config snapshot (no --ts-config given). */
+    private final boolean fromSnapshot;
+    /** Config snapshots are written (no -ncs). */
+    private final boolean snapshotsEnabled;
 
     /** A host and port parsed from an {@code http[s]://host:port} address. */
     public static final class Address {
@@ -54,16 +58,43 @@ public final class ConfigManager {
         }
     }
 
-    /** Loads and validates the configuration for a server run. */
+    /**
+     * Loads and validates the configuration for a server run. The file, as TorchServe chooses it:
+     * {@code TS_CONFIG_FILE}, else {@code -f/--ts-config}, else (unless {@code -ncs}) the latest
+     * config snapshot in {@code <LOG_LOCATION>/config/}, else {@code ./config.properties}.
+     */
     public ConfigManager(Arguments args, Map<String, String> env) {
         String file = env.get("TS_CONFIG_FILE");
         if (file == null || file.isEmpty()) {
             file = args.configFile;
         }
+        boolean fromSnapshot = false;
+        if ((file == null || file.isEmpty()) && !args.noConfigSnapshot) {
+            java.nio.file.Path latest = SnapshotStore.latest(SnapshotStore.directory(env));
+            if (latest != null) {
+                file = latest.toString();
+                fromSnapshot = true;
+            }
+        }
         if ((file == null || file.isEmpty()) && new File("config.properties").isFile()) {
             file = new File("config.properties").getAbsolutePath();
         }
         this.configFile = file;
+        this.fromSnapshot = fromSnapshot;
+        this.snapshotsEnabled = !args.noConfigSnapshot;
+        try {
+            load(args, env, file);
+        } catch (ConfigException e) {
+            if (!fromSnapshot) {
+                throw e;
+            }
+            throw new ConfigException("Config snapshot " + file + " (restored because no --ts-config was given) is not "
+                    + "usable: " + e.getMessage() + ". Start with --ts-config FILE (it wins over snapshots) or --ncs, "
+                    + "or delete that snapshot to fall back to the one before it");
+        }
+    }
+
+    private void load(Arguments args, Map<String, String> env, String file) {
         Properties props = new Properties();
         if (file != null && !file.isEmpty()) {
             File f = new File(file);
@@ -221,6 +252,11 @@ public final class ConfigManager {
         if (models != null && !models.isEmpty()) {
             ModelsJson.parse(models);
         }
+        getModelSnapshot();
+        if (getInt("max_config_snapshots") < 1) {
+            throw new ConfigException("Configuration key 'max_config_snapshots' must be at least 1, got "
+                    + get("max_config_snapshots"));
+        }
         for (String re : allowedUrls()) {
             try {
                 Pattern.compile(re);
@@ -350,6 +386,32 @@ public final class ConfigManager {
             return new LinkedHashMap<>();
         }
         return ModelsJson.parse(models);
+    }
+
+    /** True when the file read is the latest config snapshot (no --ts-config was given). */
+    public boolean isFromSnapshot() {
+        return fromSnapshot;
+    }
+
+    /** Whether config snapshots are written ({@code -ncs} turns them off). */
+    public boolean isSnapshotsEnabled() {
+        return snapshotsEnabled;
+    }
+
+    /** The parsed {@code model_snapshot} (the models to start with), or null when unset. */
+    public ModelSnapshot getModelSnapshot() {
+        String s = get("model_snapshot");
+        return s == null || s.isEmpty() ? null : ModelSnapshot.parse(s);
+    }
+
+    /**
+     * The keys set by the config file, the command line and the environment (defaults left out),
+     * without {@code model_snapshot}: what a config snapshot repeats.
+     */
+    public Map<String, String> configured() {
+        Map<String, String> out = new TreeMap<>(values);
+        out.remove("model_snapshot");
+        return out;
     }
 
     /** The whole effective configuration (for the startup dump). */
