@@ -18,7 +18,6 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.logging.Logger;
-import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
@@ -28,7 +27,6 @@ import java.util.regex.Pattern;
  */
 public final class ConfigManager {
     private static final Logger LOG = Logger.getLogger(ConfigManager.class.getName());
-    private static final Pattern ENV_REF = Pattern.compile("\\$\\$([A-Za-z_][A-Za-z0-9_]*)\\$\\$");
 
     private final Map<String, String> values = new TreeMap<>();
     private final List<String> warnings = new ArrayList<>();
@@ -109,7 +107,7 @@ public final class ConfigManager {
             }
         }
         for (String name : props.stringPropertyNames()) {
-            put(name, substituteEnv(name, props.getProperty(name).trim(), env), "config file");
+            put(name, ValueChecks.substituteEnv(name, props.getProperty(name).trim(), env), "config file");
         }
         if (args.python != null) {
             values.put("python", args.python);
@@ -167,56 +165,8 @@ public final class ConfigManager {
         } else if (key.ignored) {
             warnings.add("Configuration key '" + name + "' is accepted for TorchServe compatibility but has no effect in tserve");
         }
-        checkType(name, value, source);
+        ValueChecks.checkType(name, value, source);
         values.put(name, value);
-    }
-
-    private static String substituteEnv(String key, String value, Map<String, String> env) {
-        Matcher m = ENV_REF.matcher(value);
-        StringBuilder sb = new StringBuilder();
-        while (m.find()) {
-            String v = env.get(m.group(1));
-            if (v == null) {
-                throw new ConfigException("Invalid configuration: '" + key + "' refers to environment variable "
-                        + m.group(1) + ", which is not set");
-            }
-            m.appendReplacement(sb, Matcher.quoteReplacement(v));
-        }
-        m.appendTail(sb);
-        return sb.toString();
-    }
-
-    private static void checkType(String name, String value, String source) {
-        ConfigKeys.Key key = ConfigKeys.get(name);
-        if (key == null || value == null) {
-            return;
-        }
-        String v = value.trim();
-        try {
-            switch (key.type) {
-                case INT:
-                    Integer.parseInt(v);
-                    break;
-                case LONG:
-                    Long.parseLong(v);
-                    break;
-                case DOUBLE:
-                    Double.parseDouble(v);
-                    break;
-                case BOOL:
-                    if (!v.equalsIgnoreCase("true") && !v.equalsIgnoreCase("false")) {
-                        throw new NumberFormatException();
-                    }
-                    break;
-                default:
-                    break;
-            }
-        } catch (NumberFormatException e) {
-            String want = key.type == ConfigKeys.Type.BOOL ? "true or false"
-                    : key.type == ConfigKeys.Type.DOUBLE ? "a number" : "an integer";
-            throw new ConfigException("Invalid value '" + value + "' for configuration key '" + name + "' (from "
-                    + source + "): expected " + want);
-        }
     }
 
     private void validate() {
