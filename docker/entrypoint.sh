@@ -3,6 +3,8 @@
 #   serve [torchserve options...]   start tserve with $TS_HOME/config.properties and the model
 #                                   store $TS_HOME/model-store; it stays attached, so the container
 #                                   lives as long as the server and SIGTERM stops it gracefully
+#   torchserve --start ...          as KServe's TorchServe runtime starts it: run in the foreground
+#                                   (--foreground added), so the server is the container's process
 #   anything else                   run that command instead (a shell, torch-model-archiver, ...)
 # Outside a container (the test suite does this) the same variables point it elsewhere:
 #   TS_HOME       working directory: config.properties, logs/, key_file.json (default: /home/model-server)
@@ -26,5 +28,10 @@ if [[ "${1:-serve}" == "serve" ]]; then
   mkdir -p "$MODEL_STORE"
   # shellcheck disable=SC2086  # TORCHSERVE may be a command with arguments (python -m ts.model_server)
   exec $TORCHSERVE --foreground --ts-config "$TS_CONFIG" --model-store "$MODEL_STORE" "$@"
+fi
+if [[ "${1:-}" == "torchserve" && " $* " == *" --start "* && " $* " != *" --foreground "* ]]; then
+  shift
+  # shellcheck disable=SC2086
+  exec $TORCHSERVE --foreground "$@"
 fi
 exec "$@"

@@ -194,6 +194,8 @@ class Server:
         start_timeout: float = 90.0,
         log_config: Path | None = None,
         vmargs: list[str] | None = None,
+        use_ts_config: bool = True,
+        no_config_snapshots: bool = False,
     ) -> None:
         self.model_store = Path(model_store)
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="server-", dir=WORK_ROOT))
@@ -213,6 +215,10 @@ class Server:
         self.start_timeout = start_timeout
         self.log_config = log_config
         self.vmargs = vmargs  # JVM options instead of the launcher's defaults (e.g. a small -Xmx)
+        # False: start without -f, as `torchserve --start` without --ts-config (the latest config
+        # snapshot in logs/config wins, else the work directory's config.properties)
+        self.use_ts_config = use_ts_config
+        self.no_config_snapshots = no_config_snapshots
         self.proc: subprocess.Popen | None = None
         self.stdout_path = self.workdir / "stdout.log"
 
@@ -230,8 +236,8 @@ class Server:
     def start(self) -> Server:
         write_config(self.config_path, self.config)
         cmd = model_server.build_java_command(
-            model_store=self.model_store, ts_config=self.config_path, models=self.models, tmp_dir=self.tmp_dir,
-            log_config=self.log_config, vmargs=self.vmargs,
+            model_store=self.model_store, ts_config=self.config_path if self.use_ts_config else None, models=self.models,
+            tmp_dir=self.tmp_dir, log_config=self.log_config, vmargs=self.vmargs, no_config_snapshots=self.no_config_snapshots,
         )
         env = {**os.environ, "LOG_LOCATION": str(self.log_dir), "METRICS_LOCATION": str(self.log_dir), "TMPDIR": str(self.tmp_dir)}
         env.pop("TS_CONFIG_FILE", None)

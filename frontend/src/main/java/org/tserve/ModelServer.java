@@ -17,6 +17,8 @@ import org.tserve.config.Arguments;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.LogConfig;
+import org.tserve.config.ModelSnapshot;
+import org.tserve.config.SnapshotStore;
 import org.tserve.http.HttpServer;
 import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
@@ -40,6 +42,8 @@ public final class ModelServer {
     private ModelManager models;
     private HttpServer http;
     private org.tserve.wlm.WarmStarter warmStart;
+    /** Writes config snapshots (null with -ncs). */
+    private SnapshotStore snapshots;
     private final List<ServerExtension> extensions = new ArrayList<>();
 
     ModelServer(ConfigManager cfg, Path socketDir) {
@@ -153,9 +157,27 @@ public final class ModelServer {
         http.start();
         models.setLoadingStartupModels(true);   // /ping and readiness say Unhealthy until they are loaded
         try {
-            loadStartupModels(store);
+            ModelSnapshot snapshot = cfg.getModelSnapshot();
+            if (snapshot != null) {
+                if (!cfg.getStartupModels().isEmpty()) {
+                    LOG.warning("model_snapshot names the models to start with: load_models / --models "
+                            + cfg.getStartupModels() + " are ignored, as in TorchServe");
+                }
+                LOG.info("Restoring " + snapshot.versions().size() + " model versions from model_snapshot"
+                        + (cfg.isFromSnapshot() ? " of config snapshot " + cfg.getConfigFile() : ""));
+                int loaded = new ModelSnapshotLoader(models, store).load(snapshot);
+                models.setStartupModelsFailed(!snapshot.versions().isEmpty() && loaded == 0);
+            } else {
+                loadStartupModels(store);
+            }
         } finally {
             models.setLoadingStartupModels(false);
+        }
+        if (cfg.isSnapshotsEnabled()) {
+            snapshots = new SnapshotStore(SnapshotStore.directory(System.getenv()), cfg.getInt("max_config_snapshots"),
+                    cfg.configured(), models::snapshot);
+            snapshots.writeNow("startup");
+            models.onChange(snapshots::changed);
         }
         LOG.info("Inference API bound to " + cfg.address("inference_address") + ", management API bound to "
                 + cfg.address("management_address"));
@@ -231,6 +253,7 @@ public final class ModelServer {
                 specs.add(new String[] {null, m});
             }
         }
+        int loaded = 0;
         for (String[] s : specs) {
             RegisterRequest r = new RegisterRequest(s[1]);
             r.modelName = s[0];
@@ -239,10 +262,12 @@ public final class ModelServer {
             try {
                 StatusResult res = models.register(r);
                 LOG.info("Startup model " + s[1] + ": " + res.message());
+                loaded++;
             } catch (WlmException e) {
                 LOG.severe("Failed to load model: " + s[1] + ": " + e.getMessage());
             }
         }
+        models.setStartupModelsFailed(!specs.isEmpty() && loaded == 0);
     }
 
     private void shutdownAndHalt() {
@@ -256,6 +281,11 @@ public final class ModelServer {
         }
         if (http != null) {
             http.stopAccepting();
+        }
+        if (snapshots != null) {
+            models.onChange(() -> { });
+            snapshots.writeNow("shutdown");   // before the models are unregistered: what a restart restores
+            snapshots.close();
         }
         if (models != null) {
             models.shutdown();

@@ -56,6 +56,10 @@ public final class ConfigKeys {
         k("model_store", Type.STRING, null);
         k("load_models", Type.STRING, null);
         k("models", Type.STRING, null);
+        // the models to start with (ModelSnapshot); config snapshots write it, KServe's runtime too
+        k("model_snapshot", Type.STRING, null);
+        // config snapshots kept in LOG_LOCATION/config (SnapshotStore), the oldest deleted first
+        k("max_config_snapshots", Type.INT, "20");
         k("default_workers_per_model", Type.INT, "0");
         k("job_queue_size", Type.INT, "100");
         k("default_response_timeout", Type.INT, "120");
@@ -72,6 +76,8 @@ public final class ConfigKeys {
         k("disable_token_authorization", Type.BOOL, "false");
         k("token_expiration_min", Type.DOUBLE, "60");
         k("enable_model_api", Type.BOOL, "false");
+        // liveness/readiness probes (/ping, /v2/health/*, model ready routes) answer without a token
+        k("health_check_no_auth", Type.BOOL, "false");
         k("allowed_urls", Type.STRING, "file://.*|http(s)?://.*");
         k("cors_allowed_origin", Type.STRING, null);
         k("cors_allowed_methods", Type.STRING, null);
@@ -136,7 +142,7 @@ public final class ConfigKeys {
         ignored("cpu_launcher_args", Type.STRING, null);
         ignored("cpp_log_config", Type.STRING, null);
         ignored("debug", Type.BOOL, "false");
-        ignored("model_snapshot", Type.STRING, null);
+        ignored("metrics_format", Type.STRING, null);   // in KServe's config.properties; TorchServe reads metrics_mode
         k("vmargs", Type.STRING, null);    // JVM options, read by the torchserve launcher
         ignored("plugins_path", Type.STRING, null);
         ignored("workflow_store", Type.STRING, null);

@@ -18,7 +18,6 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.logging.Logger;
-import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
@@ -28,12 +27,15 @@ import java.util.regex.Pattern;
  */
 public final class ConfigManager {
     private static final Logger LOG = Logger.getLogger(ConfigManager.class.getName());
-    private static final Pattern ENV_REF = Pattern.compile("\\$\\$([A-Za-z_][A-Za-z0-9_]*)\\$\\$");
 
     private final Map<String, String> values = new TreeMap<>();
     private final List<String> warnings = new ArrayList<>();
     private final List<String> startupModels = new ArrayList<>();
     private final String configFile;
+    /** The file read is the latest config snapshot (no --ts-config given). */
+    private final boolean fromSnapshot;
+    /** Config snapshots are written (no -ncs). */
+    private final boolean snapshotsEnabled;
 
     /** A host and port parsed from an {@code http[s]://host:port} address. */
     public static final class Address {
@@ -54,16 +56,43 @@ public final class ConfigManager {
         }
     }
 
-    /** Loads and validates the configuration for a server run. */
+    /**
+     * Loads and validates the configuration for a server run. The file, as TorchServe chooses it:
+     * {@code TS_CONFIG_FILE}, else {@code -f/--ts-config}, else (unless {@code -ncs}) the latest
+     * config snapshot in {@code <LOG_LOCATION>/config/}, else {@code ./config.properties}.
+     */
     public ConfigManager(Arguments args, Map<String, String> env) {
         String file = env.get("TS_CONFIG_FILE");
         if (file == null || file.isEmpty()) {
             file = args.configFile;
         }
+        boolean fromSnapshot = false;
+        if ((file == null || file.isEmpty()) && !args.noConfigSnapshot) {
+            java.nio.file.Path latest = SnapshotStore.latest(SnapshotStore.directory(env));
+            if (latest != null) {
+                file = latest.toString();
+                fromSnapshot = true;
+            }
+        }
         if ((file == null || file.isEmpty()) && new File("config.properties").isFile()) {
             file = new File("config.properties").getAbsolutePath();
         }
         this.configFile = file;
+        this.fromSnapshot = fromSnapshot;
+        this.snapshotsEnabled = !args.noConfigSnapshot;
+        try {
+            load(args, env, file);
+        } catch (ConfigException e) {
+            if (!fromSnapshot) {
+                throw e;
+            }
+            throw new ConfigException("Config snapshot " + file + " (restored because no --ts-config was given) is not "
+                    + "usable: " + e.getMessage() + ". Start with --ts-config FILE (it wins over snapshots) or --ncs, "
+                    + "or delete that snapshot to fall back to the one before it");
+        }
+    }
+
+    private void load(Arguments args, Map<String, String> env, String file) {
         Properties props = new Properties();
         if (file != null && !file.isEmpty()) {
             File f = new File(file);
@@ -78,7 +107,7 @@ public final class ConfigManager {
             }
         }
         for (String name : props.stringPropertyNames()) {
-            put(name, substituteEnv(name, props.getProperty(name).trim(), env), "config file");
+            put(name, ValueChecks.substituteEnv(name, props.getProperty(name).trim(), env), "config file");
         }
         if (args.python != null) {
             values.put("python", args.python);
@@ -136,56 +165,8 @@ public final class ConfigManager {
         } else if (key.ignored) {
             warnings.add("Configuration key '" + name + "' is accepted for TorchServe compatibility but has no effect in tserve");
         }
-        checkType(name, value, source);
+        ValueChecks.checkType(name, value, source);
         values.put(name, value);
-    }
-
-    private static String substituteEnv(String key, String value, Map<String, String> env) {
-        Matcher m = ENV_REF.matcher(value);
-        StringBuilder sb = new StringBuilder();
-        while (m.find()) {
-            String v = env.get(m.group(1));
-            if (v == null) {
-                throw new ConfigException("Invalid configuration: '" + key + "' refers to environment variable "
-                        + m.group(1) + ", which is not set");
-            }
-            m.appendReplacement(sb, Matcher.quoteReplacement(v));
-        }
-        m.appendTail(sb);
-        return sb.toString();
-    }
-
-    private static void checkType(String name, String value, String source) {
-        ConfigKeys.Key key = ConfigKeys.get(name);
-        if (key == null || value == null) {
-            return;
-        }
-        String v = value.trim();
-        try {
-            switch (key.type) {
-                case INT:
-                    Integer.parseInt(v);
-                    break;
-                case LONG:
-                    Long.parseLong(v);
-                    break;
-                case DOUBLE:
-                    Double.parseDouble(v);
-                    break;
-                case BOOL:
-                    if (!v.equalsIgnoreCase("true") && !v.equalsIgnoreCase("false")) {
-                        throw new NumberFormatException();
-                    }
-                    break;
-                default:
-                    break;
-            }
-        } catch (NumberFormatException e) {
-            String want = key.type == ConfigKeys.Type.BOOL ? "true or false"
-                    : key.type == ConfigKeys.Type.DOUBLE ? "a number" : "an integer";
-            throw new ConfigException("Invalid value '" + value + "' for configuration key '" + name + "' (from "
-                    + source + "): expected " + want);
-        }
     }
 
     private void validate() {
@@ -220,6 +201,11 @@ public final class ConfigManager {
         String models = get("models");
         if (models != null && !models.isEmpty()) {
             ModelsJson.parse(models);
+        }
+        getModelSnapshot();
+        if (getInt("max_config_snapshots") < 1) {
+            throw new ConfigException("Configuration key 'max_config_snapshots' must be at least 1, got "
+                    + get("max_config_snapshots"));
         }
         for (String re : allowedUrls()) {
             try {
@@ -350,6 +336,32 @@ public final class ConfigManager {
             return new LinkedHashMap<>();
         }
         return ModelsJson.parse(models);
+    }
+
+    /** True when the file read is the latest config snapshot (no --ts-config was given). */
+    public boolean isFromSnapshot() {
+        return fromSnapshot;
+    }
+
+    /** Whether config snapshots are written ({@code -ncs} turns them off). */
+    public boolean isSnapshotsEnabled() {
+        return snapshotsEnabled;
+    }
+
+    /** The parsed {@code model_snapshot} (the models to start with), or null when unset. */
+    public ModelSnapshot getModelSnapshot() {
+        String s = get("model_snapshot");
+        return s == null || s.isEmpty() ? null : ModelSnapshot.parse(s);
+    }
+
+    /**
+     * The keys set by the config file, the command line and the environment (defaults left out),
+     * without {@code model_snapshot}: what a config snapshot repeats.
+     */
+    public Map<String, String> configured() {
+        Map<String, String> out = new TreeMap<>(values);
+        out.remove("model_snapshot");
+        return out;
     }
 
     /** The whole effective configuration (for the startup dump). */

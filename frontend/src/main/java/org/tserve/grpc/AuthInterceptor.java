@@ -6,6 +6,7 @@ import io.grpc.ServerCall;
 import io.grpc.ServerCallHandler;
 import io.grpc.ServerInterceptor;
 import io.grpc.Status;
+import java.util.Set;
 import java.util.logging.Logger;
 import org.tserve.auth.TokenAuthorization;
 
@@ -13,23 +14,33 @@ import org.tserve.auth.TokenAuthorization;
  * Token authorization for gRPC: the {@code authorization} metadata key carries
  * {@code Bearer <key>}, the same keys as REST (inference key for the inference service,
  * management key for the management service). A bad or missing token → UNAUTHENTICATED.
+ * With {@code health_check_no_auth=true} the health and readiness calls need no token.
  */
 final class AuthInterceptor implements ServerInterceptor {
     private static final Logger LOG = Logger.getLogger(AuthInterceptor.class.getName());
     static final Metadata.Key<String> AUTHORIZATION = Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
 
+    /** The probes: TorchServe's Ping and the OIP's ServerLive, ServerReady and ModelReady. */
+    static final Set<String> PROBES = Set.of("org.pytorch.serve.grpc.inference.InferenceAPIsService/Ping",
+            "org.pytorch.serve.grpc.openinference.GRPCInferenceService/ServerLive",
+            "org.pytorch.serve.grpc.openinference.GRPCInferenceService/ServerReady",
+            "org.pytorch.serve.grpc.openinference.GRPCInferenceService/ModelReady");
+
     private final TokenAuthorization auth;
     private final TokenAuthorization.KeyType type;
+    /** Full method names answered without a token. */
+    private final Set<String> open;
 
-    AuthInterceptor(TokenAuthorization auth, TokenAuthorization.KeyType type) {
+    AuthInterceptor(TokenAuthorization auth, TokenAuthorization.KeyType type, Set<String> open) {
         this.auth = auth;
         this.type = type;
+        this.open = open;
     }
 
     @Override
     public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
                                                       ServerCallHandler<Q, R> next) {
-        if (auth == null || !auth.isEnabled()) {
+        if (auth == null || !auth.isEnabled() || open.contains(call.getMethodDescriptor().getFullMethodName())) {
             return next.startCall(call, headers);
         }
         String client = TokenAuthorization.clientAddress(call.getAttributes().get(Grpc.TRANSPORT_ATTR_REMOTE_ADDR));

@@ -54,17 +54,18 @@ public final class GrpcServers {
             boss = g.ownBoss;
             workers = g.ownWorkers;
         }
+        java.util.Set<String> open = cfg.getBool("health_check_no_auth") ? AuthInterceptor.PROBES : java.util.Set.of();
         try {
             g.inference = g.build(cfg, "inference", boss, workers)
                 .addService(ServerInterceptors.intercept(new InferenceService(models), new CallContextInterceptor(),
-                    new AuthInterceptor(auth, TokenAuthorization.KeyType.INFERENCE)))
+                    new AuthInterceptor(auth, TokenAuthorization.KeyType.INFERENCE, open)))
                 .addService(ServerInterceptors.intercept(new OpenInferenceService(models, serverVersion()),
-                    new CallContextInterceptor(), new AuthInterceptor(auth, TokenAuthorization.KeyType.INFERENCE)))
+                    new CallContextInterceptor(), new AuthInterceptor(auth, TokenAuthorization.KeyType.INFERENCE, open)))
                 .build().start();
             g.servers.add(g.inference);
             g.management = g.build(cfg, "management", boss, workers)
                 .addService(ServerInterceptors.intercept(new ManagementService(models, cfg.isModelApiEnabled()),
-                    new CallContextInterceptor(), new AuthInterceptor(auth, TokenAuthorization.KeyType.MANAGEMENT)))
+                    new CallContextInterceptor(), new AuthInterceptor(auth, TokenAuthorization.KeyType.MANAGEMENT, java.util.Set.of())))
                 .build().start();
             g.servers.add(g.management);
         } catch (IOException | RuntimeException e) {

@@ -69,6 +69,10 @@ final class InferenceApi {
                 predict(ex, req, seg[1], version, extra.toString(), seg[0].equals("explanations"));
                 return true;
             case "v1":
+                if (ModelReadiness.isV1Ready(seg, req.method())) {
+                    ModelReadiness.answer(ex, models, ModelReadiness.v1Model(seg), null);
+                    return true;
+                }
                 // KServe v1: /v1/models/{model}:predict | :explain
                 if (seg.length == 3 && seg[1].equals("models") && req.method().equals(HttpMethod.POST)) {
                     String s = seg[2];

@@ -8,7 +8,6 @@ import java.util.List;
 import org.tserve.wlm.ModelDescription;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerState;
 
 /**
  * The Open Inference Protocol (KServe v2) routes besides infer/explain: server metadata
@@ -63,11 +62,7 @@ final class KServeV2 {
             return true;
         }
         if (seg.length == i + 1 && seg[i].equals("ready")) {
-            boolean ready = ready(models, model, version);
-            JsonObject o = new JsonObject();
-            o.addProperty("name", model);
-            o.addProperty("ready", ready);
-            ex.sendJson(ready ? 200 : 503, o);
+            ModelReadiness.answer(ex, models, model, version);
             return true;
         }
         return false;
@@ -112,12 +107,4 @@ final class KServeV2 {
         return o;
     }
 
-    private static boolean ready(ModelManager models, String model, String version) throws HttpError {
-        for (ModelDescription d : describe(models, model, version)) {
-            if (d.workers().stream().anyMatch(w -> w.state() == WorkerState.READY)) {
-                return true;
-            }
-        }
-        return false;
-    }
 }

@@ -57,13 +57,7 @@ final class ManagementApi {
             if (!m.equals(HttpMethod.GET)) {
                 throw HttpError.methodNotAllowed();
             }
-            String name = seg[2].contains(":") ? seg[2].substring(0, seg[2].indexOf(':')) : seg[2];
-            List<ModelDescription> d = call(() -> models.describe(name, null));
-            boolean ready = d.get(0).workers().stream().anyMatch(w -> w.state() == org.tserve.wlm.WorkerState.READY);
-            JsonObject o = new JsonObject();
-            o.addProperty("name", name);
-            o.addProperty("ready", ready);
-            ex.sendJson(200, o);
+            ModelReadiness.answer(ex, models, ModelReadiness.v1Model(seg), null);
             return true;
         }
         if (!seg[0].equals("models") || seg.length > 4) {

@@ -78,8 +78,11 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             if (inferenceRoute && OpenAiApi.route(seg) != null) {
                 ex.useOpenAiErrors();   // from the token check on, errors take OpenAI's shape
             }
+            boolean openProbe = cfg.getBool("health_check_no_auth") && ModelReadiness.isProbe(seg, req.method());
             if (inferenceRoute) {
-                authorize(ctx, req, KeyType.INFERENCE);
+                if (!openProbe) {
+                    authorize(ctx, req, KeyType.INFERENCE);
+                }
                 if (inference.handle(ex, req, seg, q)) {
                     return;
                 }
@@ -87,7 +90,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             if (type != ConnectorType.INFERENCE) {
                 if (seg[0].equals("cluster")) {
                     authorizeCluster(ctx, req);
-                } else {
+                } else if (!openProbe) {
                     authorize(ctx, req, seg[0].equals("token") && seg.length == 1 ? KeyType.API : KeyType.MANAGEMENT);
                 }
                 if (management.handle(ex, req, seg, q)) {
@@ -114,8 +117,8 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             case "explanations":
                 return true;
             case "v1":
-                return OpenAiApi.route(seg) != null || seg.length == 3 && seg[1].equals("models")
-                        && (seg[2].endsWith(":predict") || seg[2].endsWith(":explain"));
+                // OpenAI routes, KServe v1 predict/explain and model ready
+                return OpenAiApi.route(seg) != null || seg.length == 3 && seg[1].equals("models");
             case "v2":
             case "invocations":
                 return true;

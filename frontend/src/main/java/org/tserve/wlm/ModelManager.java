@@ -1,10 +1,13 @@
 package org.tserve.wlm;
 
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import org.tserve.config.ConfigManager;
+import org.tserve.config.ModelSettings;
+import org.tserve.config.ModelSnapshot;
 import org.tserve.dist.DeviceAllocator;
 import org.tserve.dist.PortBlockAllocator;
 
@@ -22,6 +25,10 @@ public final class ModelManager {
     private final ModelRegistry registry = new ModelRegistry();
     private final WorkerScaler scaler;
     private volatile boolean loadingStartupModels;
+    /** Startup models were asked for and none of them loaded: not ready until a model is registered. */
+    private volatile boolean startupModelsFailed;
+    /** Told after every successful register, scale, unregister and set-default (config snapshots). */
+    private volatile Runnable changeListener = () -> { };
     private final ModelRegistrar registrar;
     private final ModelDescriber describer;
     private final MemberJobs memberJobs;
@@ -69,7 +76,11 @@ public final class ModelManager {
         if (shuttingDown) {
             throw new WlmException(503, "Server is shutting down");
         }
-        return registrar.register(req);
+        StatusResult r = registrar.register(req);
+        if (!req.loadedAtStartup) {
+            changeListener.run();
+        }
+        return r;
     }
 
     /**
@@ -81,7 +92,9 @@ public final class ModelManager {
      */
     public StatusResult scale(String name, String version, int min, int max, boolean synchronous) throws WlmException {
         WorkerScaler.checkRange(min, max);
-        return scaler.scale(registry.find(name, version), version != null, min, max, synchronous);
+        StatusResult r = scaler.scale(registry.find(name, version), version != null, min, max, synchronous);
+        changeListener.run();
+        return r;
     }
 
     /**
@@ -91,12 +104,15 @@ public final class ModelManager {
      * @throws WlmException 404 unknown, 403 when removing the default version while others exist
      */
     public StatusResult unregister(String name, String version) throws WlmException {
-        return registrar.unregister(name, version);
+        StatusResult r = registrar.unregister(name, version);
+        changeListener.run();
+        return r;
     }
 
     /** Makes {@code version} the default version of {@code name}. */
     public StatusResult setDefault(String name, String version) throws WlmException {
         registry.setDefault(name, version);
+        changeListener.run();
         return new StatusResult(200, "Default version successfully updated for model \"" + name + "\" to \"" + version + "\"");
     }
 
@@ -153,14 +169,43 @@ public final class ModelManager {
         loadingStartupModels = loading;
     }
 
+    /** Marks that startup models were asked for and none loaded (see {@link #health}). */
+    public void setStartupModelsFailed(boolean failed) {
+        startupModelsFailed = failed;
+    }
+
+    /** Runs {@code listener} after every successful management change; it must return quickly. */
+    public void onChange(Runnable listener) {
+        changeListener = listener;
+    }
+
+    /** The registered versions, their default versions and scale, as a config snapshot records them. */
+    public ModelSnapshot snapshot() {
+        List<ModelSnapshot.Version> out = new ArrayList<>();
+        for (String name : registry.names()) {
+            List<ModelDescription> ds;
+            try {
+                ds = describer.describe(name, "all");
+            } catch (WlmException e) {
+                continue;   // unregistered meanwhile
+            }
+            for (ModelDescription d : ds) {
+                ModelSettings s = d.settings();
+                out.add(new ModelSnapshot.Version(name, d.modelVersion(), d.isDefault(), d.modelUrl(), s.minWorkers,
+                        s.maxWorkers, s.batchSize, s.maxBatchDelay, s.responseTimeout, s.startupTimeout, d.runtime()));
+            }
+        }
+        return new ModelSnapshot("", out);
+    }
+
     /**
-     * UNHEALTHY while the startup models load, or when a model's default version with minWorkers
+     * UNHEALTHY while the startup models load, after all of them failed (until a model is registered), or when a model's default version with minWorkers
      * above 0 has no READY worker because its workers failed (restart backoff, reloading, given
      * up); PARTIAL when one has fewer READY workers than minWorkers (also while a newly added
      * worker loads for the first time); else HEALTHY.
      */
     public Health health() {
-        if (loadingStartupModels) {
+        if (loadingStartupModels || (startupModelsFailed && registry.names().isEmpty())) {
             return Health.UNHEALTHY;
         }
         Health h = Health.HEALTHY;

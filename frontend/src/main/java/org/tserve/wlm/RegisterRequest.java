@@ -13,6 +13,8 @@ public final class RegisterRequest {
     public Integer batchSize;
     public Integer maxBatchDelay;
     public Integer initialWorkers;
+    /** Only from a model_snapshot (the management API sets it with a scale call). */
+    public Integer maxWorkers;
     public Integer responseTimeout;
     public Integer startupTimeout;
     public Integer preprocessWorkers;

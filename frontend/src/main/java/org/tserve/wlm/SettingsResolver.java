@@ -40,7 +40,9 @@ public final class SettingsResolver {
             api.put("dispatchPolicy", req.dispatchPolicy);
             if (req.initialWorkers != null) {
                 api.put("minWorkers", req.initialWorkers);
-                api.put("maxWorkers", Math.max(req.initialWorkers, s.maxWorkers));
+                api.put("maxWorkers", Math.max(req.initialWorkers, req.maxWorkers != null ? req.maxWorkers : s.maxWorkers));
+            } else if (req.maxWorkers != null) {
+                api.put("maxWorkers", req.maxWorkers);
             }
         }
         s.apply(api, "register parameters", warnings);
