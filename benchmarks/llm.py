@@ -6,7 +6,7 @@ One model for both: the tiny Llama of ``ts/llm/tiny.py`` made bigger (hidden 256
 seeded weights, the same locally trained tokenizer), saved once with ``save_pretrained`` and
 archived twice, so both servers load the identical files. tserve serves it with its built-in
 LLM handler (``examples/llm/handler.py`` and ``model-config.yaml``: ``continuousBatching``,
-batch 8, tokens streamed); TorchServe with ``handlers/llm_generate_handler.py`` (batch 8,
+registered with ``batchSize`` 32 running sequences, tokens streamed); TorchServe with ``handlers/llm_generate_handler.py`` (batch 8,
 ``maxBatchDelay`` 50 ms, left padding, one greedy ``generate`` per batch, nothing streamed).
 
 Load: a fixed, seeded list of prompts of mixed length with ``max_new_tokens`` 16-64, requested
@@ -14,8 +14,11 @@ with ``ignore_eos`` (so every answer has exactly the tokens it asked for), close
 concurrency 1, 8 and 32, both servers cell by cell, the order reversed every cell. Measured:
 generated tokens/s, time to first token (tserve: its first streamed chunk; TorchServe: the whole
 answer) and the gaps between chunks (inter-token latency, tserve only). The model's own bound:
-a bare loop of the model's forward at batch 8 with its KV cache (prefill, then 64 timed decode
-steps), no server, in this process, measured just before each of tserve's runs at c8 and c32.
+a bare loop of the model's forward at tserve's running batch (8 at c8, 32 at c32) with the
+engine's KV cache layout (prefill, then 40 timed decode steps), no server, in a child process,
+measured just before each of tserve's runs at c8 and c32. tserve's decode rate: its tokens after
+each first one over the time its worker did not spend prefilling (the ``prefill`` stage of
+describe).
 Every worker and the bound run with one torch thread (``OMP_NUM_THREADS=1``): two threads on a
 loaded 2-core machine made a forward ~50x slower in trials.
 """
@@ -346,17 +349,21 @@ def bound_batch(concurrency: int) -> int:
 
 
 class BareLoop:
-    """The model's own bound: greedy decode at ``batch`` with its KV cache, no server, in this
+    """The model's own bound: greedy decode at ``batch`` with a KV cache, no server, in this
     process with the workers' thread count. Each round prefills the next ``batch`` prompts
-    (untimed), then times ``steps`` decode steps; a first round warms up."""
+    (untimed, each alone) into the cache layout tserve's engine decodes with (``BatchCache``:
+    preallocated, right-padded rows, written in place), then times ``steps`` decode steps; a
+    first round warms up. With Hugging Face's ``DynamicCache`` (a concatenation per step, every
+    row padded to the longest prompt) the loop read below tserve's own decode rate: it was no
+    bound. ``steps`` is the mean ``max_new_tokens``, so the rows' lengths average the server's."""
 
     def __init__(self, model_dir: Path, work: list[tuple[str, int]], batch: int = BATCH,
-                 steps: int = NEW_TOKENS[1]) -> None:
+                 steps: int = sum(NEW_TOKENS) // 2) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         torch.set_num_threads(THREADS)
-        self.tok = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+        self.tok = AutoTokenizer.from_pretrained(model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
         params = inspect.signature(self.model.forward).parameters
         self.cache_kw = "cache" if "cache" in params else "past_key_values"
@@ -370,22 +377,28 @@ class BareLoop:
         import torch
         from transformers import DynamicCache
 
+        from ts.llm.kvcache import BatchCache
+
+        config = self.model.config
         with torch.inference_mode():
-            enc = self.tok([p for p, _ in next(self.groups)], return_tensors="pt", padding=True)
-            mask = enc["attention_mask"]
-            pos = (mask.cumsum(1) - 1).clamp(min=0)
-            kv = {self.cache_kw: DynamicCache(config=self.model.config), "use_cache": True,
-                  "logits_to_keep": 1}
-            logits = self.model(input_ids=enc["input_ids"], attention_mask=mask,
-                                position_ids=pos, **kv).logits
-            pos = pos[:, -1:]
+            cache = BatchCache(config.num_hidden_layers, self.batch,
+                               config.max_position_embeddings, torch.device("cpu"))
+            nxt = []
+            for prompt, _ in next(self.groups):
+                ids = torch.tensor([self.tok(prompt)["input_ids"]])
+                own = DynamicCache(config=config)
+                logits = self.model(input_ids=ids, use_cache=True, logits_to_keep=1,
+                                    **{self.cache_kw: own}).logits
+                cache.add_row([(layer.keys, layer.values) for layer in own.layers], ids.shape[1])
+                nxt.append(logits[0, -1].argmax())
+            tokens = torch.stack(nxt).unsqueeze(1)
             t0 = time.perf_counter()
             for _ in range(self.steps):
-                nxt = logits[:, -1].argmax(-1, keepdim=True)
-                mask = torch.cat([mask, mask.new_ones(self.batch, 1)], dim=1)
-                pos = pos + 1
-                logits = self.model(input_ids=nxt, attention_mask=mask, position_ids=pos,
-                                    **kv).logits
+                pos, mask = cache.begin_step()
+                logits = self.model(input_ids=tokens, attention_mask=mask, position_ids=pos,
+                                    use_cache=True, logits_to_keep=1, **{self.cache_kw: cache}).logits
+                cache.end_step()
+                tokens = logits[:, -1].argmax(-1, keepdim=True)
             return time.perf_counter() - t0
 
     def measure(self, seconds: float) -> float:
@@ -548,7 +561,7 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir
     mean = {cell: sum(v) / len(v) for cell, v in bounds.items()}
     bound = {"tokens_per_s": {cell: round(v, 1) for cell, v in mean.items()}, "runs": bounds,
              "batch": {f"c{c}": bound_batch(c) for c in CONCURRENCY if c >= BATCH},
-             "decode_steps": NEW_TOKENS[1], "threads": THREADS}
+             "decode_steps": sum(NEW_TOKENS) // 2, "threads": THREADS}
     out = {"settings": settings, "checks": checks, "bound": bound, "servers": cells}
     out.update(verdict(cells, mean))
     for t in out["targets"]:
