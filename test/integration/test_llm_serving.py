@@ -180,3 +180,12 @@ def test_oip_generate_stream_sends_events_as_tokens_come(server: harness.Server,
     assert [e["done"] for e in events] == [False] * (len(events) - 1) + [True]
     assert "".join(e["text_output"] for e in events) == expected[prompt]
     assert all(e["model_name"] == "tiny_llm" for e in events)
+
+
+def test_describe_shows_the_decode_and_prefill_time(server: harness.Server) -> None:
+    assert generate(server, PROMPTS[1]).status_code == 200
+    (model,) = requests.get(f"{server.management_url}/models/tiny_llm", timeout=60).json()
+    stages = model["workers"][0]["stages"]
+    for name in ("step", "decode", "prefill"):
+        assert stages[name]["batches"] > 0 and stages[name]["busyMs"] > 0, stages
+    assert stages["decode"]["busyMs"] + stages["prefill"]["busyMs"] <= stages["step"]["busyMs"] + 1
