@@ -9,8 +9,10 @@ import threading
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 import requests
+from grpc_support import compile_stubs
 
 import harness
 
@@ -118,3 +120,38 @@ def test_many_concurrent_sequences_each_get_their_own_answer(server: harness.Ser
         want = "".join(f"t{k} " for k in range(n))
         assert out[i].startswith(want), out[i]
         assert json.loads(out[i][len(want):])["tokens"] == n
+
+
+# ---------------------------------------------------------------------------- gRPC
+
+
+@pytest.fixture(scope="module")
+def inference(server: harness.Server, tmp_path_factory: pytest.TempPathFactory):
+    stubs = compile_stubs(tmp_path_factory.mktemp("stubs"))
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_inference_port}") as ch:
+        yield stubs, stubs.inference_pb2_grpc.InferenceAPIsServiceStub(ch)
+
+
+def grpc_request(stubs, model: str, body: dict):
+    return stubs.inference_pb2.PredictionsRequest(model_name=model, input={"data": json.dumps(body).encode()})
+
+
+def test_grpc_stream_predictions_streams_each_token_as_it_is_made(inference) -> None:
+    stubs, stub = inference
+    pieces = [r.prediction.decode() for r in stub.StreamPredictions(grpc_request(stubs, "cb4", {"n": 4}), timeout=60)]
+    assert pieces[:4] == ["t0 ", "t1 ", "t2 ", "t3 "]
+    assert json.loads("".join(pieces[4:])) == {"tokens": 4, "sharedSteps": 0}
+
+
+@pytest.mark.parametrize("rpc", ["StreamPredictions", "StreamPredictions2"])
+def test_grpc_client_cancel_frees_the_slot(inference, server: harness.Server, rpc: str) -> None:
+    # cb1 runs one sequence at a time: unless the cancel reaches the worker, the follow-up waits forever
+    stubs, stub = inference
+    endless = grpc_request(stubs, "cb1", {"n": 10**9, "step_ms": 5})
+    call = (stub.StreamPredictions(endless, timeout=60) if rpc == "StreamPredictions"
+            else stub.StreamPredictions2(iter([endless]), timeout=60))
+    assert next(call).prediction.startswith(b"t0")
+    call.cancel()
+    follow = stream(server, "cb1", {"n": 2}, timeout=30)
+    assert follow.status_code == 200
+    assert b"".join(follow.iter_content(chunk_size=None)).startswith(b"t0 t1 ")

@@ -8,20 +8,17 @@ headers, server-streaming and bidirectional streaming, and token authorization.
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
 import grpc
-import grpc_tools
 import pytest
 import requests
+from grpc_support import compile_stubs
 
 import harness
 
@@ -79,21 +76,7 @@ DEADLINE = 60
 @pytest.fixture(scope="module")
 def stubs(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     """inference/management stubs compiled from the project's protos with grpcio-tools."""
-    out = tmp_path_factory.mktemp("stubs")
-    wkt = Path(os.path.dirname(grpc_tools.__file__)) / "_proto"
-    cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", f"-I{PROTO_DIR / 'third_party'}", f"-I{wkt}",
-           f"--python_out={out}", f"--grpc_python_out={out}",
-           "inference.proto", "management.proto", "google/rpc/status.proto"]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    sys.path.insert(0, str(out))
-    try:
-        mods = {n: importlib.import_module(n) for n in
-                ("inference_pb2", "inference_pb2_grpc", "management_pb2", "management_pb2_grpc")}
-    finally:
-        sys.path.remove(str(out))
-    from google.protobuf import empty_pb2
-    return SimpleNamespace(empty=empty_pb2.Empty, **mods)
+    return compile_stubs(tmp_path_factory.mktemp("stubs"))
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """The built-in LLM handler served for real (examples/llm): continuous batching through the
 server gives exactly the tokens greedy ``model.generate`` gives each prompt alone, with requests
-of mixed lengths arriving while others run; streaming delivers the first piece before the end;
-the official ``openai`` client works unchanged."""
+of mixed lengths arriving while others run; streaming (REST, gRPC StreamPredictions, the OIP
+generate_stream) delivers the first piece before the end; the official ``openai`` client and the
+OIP generate extension work unchanged."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import threading
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 import requests
+from grpc_support import compile_stubs
 
 import harness
 
@@ -115,3 +118,74 @@ def test_a_prompt_longer_than_the_context_names_the_limit(server: harness.Server
                       json={"prompt": "word " * 400, "max_new_tokens": 4}, timeout=60)
     assert r.status_code == 400
     assert "context" in json.dumps(r.json()).lower()
+
+
+def test_grpc_stream_predictions_streams_the_tokens(server: harness.Server, expected,
+                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
+    """StreamPredictions streams without "stream": true in the body (the call asks for a stream);
+    "stream": false still gets one whole answer."""
+    stubs = compile_stubs(tmp_path_factory.mktemp("stubs"))
+    prompt = PROMPTS[2]
+    body = {"prompt": prompt, "max_new_tokens": NEW_TOKENS, "temperature": 0}
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_inference_port}") as ch:
+        stub = stubs.inference_pb2_grpc.InferenceAPIsServiceStub(ch)
+
+        def call(b: dict):
+            req = stubs.inference_pb2.PredictionsRequest(model_name="tiny_llm", input={"data": json.dumps(b).encode()})
+            return stub.StreamPredictions(req, timeout=120)
+
+        started = time.monotonic()
+        pieces, arrivals = [], []
+        for r in call(body):
+            pieces.append(r.prediction)
+            arrivals.append(time.monotonic() - started)
+        whole = [r.prediction for r in call({**body, "stream": False})]
+    assert len(pieces) > 1 and arrivals[0] < arrivals[-1]
+    assert b"".join(pieces).decode() == expected[prompt]
+    assert len(whole) == 1 and json.loads(whole[0])["text"] == expected[prompt]
+
+
+def test_oip_generate(server: harness.Server, expected) -> None:
+    prompt = PROMPTS[0]
+    url = f"{server.inference_url}/v2/models/tiny_llm/generate"
+    r = requests.post(url, json={"text_input": prompt, "parameters": {"max_tokens": NEW_TOKENS, "temperature": 0}},
+                      timeout=120)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["text_output"] == expected[prompt] and doc["model_name"] == "tiny_llm"
+    assert doc["details"]["completion_tokens"] <= NEW_TOKENS
+    versioned = requests.post(f"{server.inference_url}/v2/models/tiny_llm/versions/1.0/generate",
+                              json={"text_input": prompt, "parameters": {"max_tokens": 2}}, timeout=120)
+    assert versioned.status_code == 200 and versioned.json()["details"]["completion_tokens"] <= 2
+    bad = requests.post(url, json={"text_input": prompt, "parameters": {"beams": 2}}, timeout=60)
+    assert bad.status_code == 422 and "'beams'" in bad.json()["error"]
+    missing = requests.post(url, json={"parameters": {}}, timeout=60)
+    assert missing.status_code == 422 and "text_input" in missing.json()["error"]
+    unknown = requests.post(f"{server.inference_url}/v2/models/nosuch/generate", json={"text_input": "a"}, timeout=60)
+    assert unknown.status_code == 404 and "nosuch" in unknown.json()["error"]
+
+
+def test_oip_generate_stream_sends_events_as_tokens_come(server: harness.Server, expected) -> None:
+    prompt = PROMPTS[3]
+    started = time.monotonic()
+    r = requests.post(f"{server.inference_url}/v2/models/tiny_llm/generate_stream", stream=True, timeout=120,
+                      json={"text_input": prompt, "parameters": {"max_tokens": NEW_TOKENS, "temperature": 0}})
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+    events, arrivals = [], []
+    for line in r.iter_lines():
+        if line.startswith(b"data: "):
+            events.append(json.loads(line[len(b"data: "):]))
+            arrivals.append(time.monotonic() - started)
+    assert len(events) > 2 and arrivals[0] < arrivals[-1]
+    assert [e["done"] for e in events] == [False] * (len(events) - 1) + [True]
+    assert "".join(e["text_output"] for e in events) == expected[prompt]
+    assert all(e["model_name"] == "tiny_llm" for e in events)
+
+
+def test_describe_shows_the_decode_and_prefill_time(server: harness.Server) -> None:
+    assert generate(server, PROMPTS[1]).status_code == 200
+    (model,) = requests.get(f"{server.management_url}/models/tiny_llm", timeout=60).json()
+    stages = model["workers"][0]["stages"]
+    for name in ("step", "decode", "prefill"):
+        assert stages[name]["batches"] > 0 and stages[name]["busyMs"] > 0, stages
+    assert stages["decode"]["busyMs"] + stages["prefill"]["busyMs"] <= stages["step"]["busyMs"] + 1

@@ -269,3 +269,21 @@ def test_greedy_equals_generate_on_cuda(tok):
     for i, ref in enumerate(refs):
         assert tokens(updates[f"s{i}"]) == ref, f"prompt {i}"
     assert len(tokens(updates["sampled"])) == 12
+
+
+def test_batch_cache_grows_past_its_first_capacity_and_rows_move(model, tok):
+    """Sequences longer than the cache's first 64 columns, finishing out of order (the last row
+    moves into each freed one), still decode exactly."""
+    from ts.llm.kvcache import INITIAL_COLUMNS
+
+    long_ids = tok(" ".join(PROMPTS))["input_ids"]
+    assert len(long_ids) + 30 > INITIAL_COLUMNS
+    prompts = [tok(p)["input_ids"] for p in PROMPTS[:3]] + [long_ids]
+    lengths = [30, 4, 9, 30]
+    refs = [reference(model, x, n) for x, n in zip(prompts, lengths, strict=True)]
+    engine = GenerationEngine(model, tok, max_batch_size=4, max_tokens_per_step=256)
+    arrivals = {0: [(f"s{i}", x, SamplingParams(max_new_tokens=n))
+                    for i, (x, n) in enumerate(zip(prompts, lengths, strict=True))]}
+    updates, _ = run(engine, arrivals)
+    for i, ref in enumerate(refs):
+        assert tokens(updates[f"s{i}"]) == ref, f"prompt {i}"

@@ -84,6 +84,53 @@ def test_torchserve_form(handler):
     assert json.loads(events["c"][0].final)["text"] == greedy_text(h, ids, 6)[0]
 
 
+def test_stream_hint_header_makes_stream_the_default(handler):
+    h = handler
+    body = json.dumps({"prompt": "Hello world", "max_new_tokens": 5}).encode()
+    h.add_request("hinted", body, {"x-tserve-stream": "true"})
+    h.add_request("asked-not", json.dumps({"prompt": "Hello world", "max_new_tokens": 5, "stream": False}).encode(),
+                  {"x-tserve-stream": "true"})
+    events = drain(h)
+    assert len(events["hinted"]) > 1 and events["hinted"][0].chunk is not None
+    (whole,) = events["asked-not"]
+    assert json.loads(whole.final)["text"] == b"".join(e.chunk or e.final for e in events["hinted"]).decode()
+
+
+def test_oip_generate_form(handler):
+    h = handler
+    ids = h.tokenizer("Once upon a time")["input_ids"]
+    text, _ = greedy_text(h, ids, 7)
+    body = json.dumps({"text_input": "Once upon a time", "parameters": {"max_tokens": 7, "temperature": 0}}).encode()
+    h.add_request("g", body, {OAI: "generate"})
+    h.add_request("gs", body, {OAI: "generate", "x-tserve-stream": "true"})
+    events = drain(h)
+    (final,) = events["g"]
+    assert json.loads(final.final) == {"text_output": text, "model_name": h.model_name, "details": {
+        "finish_reason": "length", "prompt_tokens": len(ids), "completion_tokens": 7, "total_tokens": len(ids) + 7}}
+    raw = b"".join(e.chunk or e.final for e in events["gs"]).decode()
+    assert {e.content_type for e in events["gs"]} == {"text/event-stream"}
+    parts = [json.loads(p[len("data: "):]) for p in raw.split("\n\n")[:-1]]
+    assert "".join(p["text_output"] for p in parts) == text
+    assert [p["done"] for p in parts] == [False] * (len(parts) - 1) + [True]
+    assert parts[-1]["details"] == {"finish_reason": "length"}
+
+
+@pytest.mark.parametrize(("body", "fragment"), [
+    ({"text_input": "hi", "parameters": {"beams": 2}}, "'beams'"),
+    ({"text_input": "hi", "prompt": "x"}, "'prompt'"),
+    ({"parameters": {}}, "text_input is required"),
+    ({"text_input": "hi", "parameters": {"best_of": 3}}, "best_of=3"),
+    ({"text_input": "hi", "parameters": {"max_tokens": 0}}, "max_new_tokens must be at least 1"),
+])
+def test_oip_generate_errors_are_422_with_an_error_field(handler, body, fragment):
+    with pytest.raises(LLMRequestError) as err:
+        handler.add_request("e", json.dumps(body).encode(), {OAI: "generate"})
+    event = handler.error_event("e", err.value)
+    assert event.status == 422 and json.loads(event.final) == {"error": err.value.message}
+    assert fragment in err.value.message
+    assert not handler.has_work()
+
+
 def test_openai_completions(handler):
     h = handler
     ids = h.tokenizer("Once upon a time")["input_ids"]
@@ -164,7 +211,7 @@ def test_torchserve_errors(handler):
     event = handler.error_event("e", err.value)
     assert json.loads(event.final) == {"code": 400, "type": "BadRequestException", "message": err.value.message}
     assert "'beams'" in err.value.message
-    with pytest.raises(LLMRequestError, match="neither"):
+    with pytest.raises(LLMRequestError, match="is none of"):
         handler.add_request("e", b"{}", {OAI: "embeddings"})
     with pytest.raises(LLMRequestError, match="not valid JSON"):
         handler.add_request("e", b"{nope", {OAI: "completions"})

@@ -1,12 +1,15 @@
 """Request parsing and response formatting for the LLM handler.
 
-Three request forms, chosen by the ``x-tserve-openai`` header:
+Four request forms, chosen by the ``x-tserve-openai`` header:
 
 * absent: TorchServe style, ``{"prompt": ..., "max_new_tokens": ..., "stream": ...}`` or a
   plain-text prompt; answers ``{"text", "finish_reason", "usage"}``, streams raw text deltas;
 * ``completions``: OpenAI ``/v1/completions``; answers a ``text_completion`` object or SSE;
 * ``chat.completions``: OpenAI ``/v1/chat/completions``; answers ``chat.completion`` or SSE
-  ``chat.completion.chunk`` objects (the first chunk carries ``role: assistant``).
+  ``chat.completion.chunk`` objects (the first chunk carries ``role: assistant``);
+* ``generate``: the Open Inference Protocol's generate extension (``/v2/models/{m}/generate`` and
+  ``/generate_stream``), ``{"text_input", "parameters"}``; answers ``{"text_output", "model_name"}``
+  or SSE events of those with ``done``; errors ``{"error"}`` (422 for a bad request, as the spec).
 """
 
 from __future__ import annotations
@@ -17,9 +20,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ts.llm.engine import LLMRequestError, SamplingParams
+from ts.llm.fields import (
+    CHAT,
+    COMPLETIONS,
+    GENERATE,
+    STREAM_HINT_HEADER,
+    TS,
+    bad,
+    chat_ids,
+    check_fields,
+    from_generate,
+    header,
+    load_body,
+    prompt_ids,
+    request_kind,
+    sampling,
+    typed,
+)
 
-OPENAI_HEADER = "x-tserve-openai"
-TS, COMPLETIONS, CHAT = "torchserve", "completions", "chat.completions"
 JSON_TYPE = "application/json"
 TEXT_TYPE = "text/plain; charset=utf-8"
 SSE_TYPE = "text/event-stream"
@@ -47,162 +65,6 @@ class LLMEvent:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def _bad(param: str | None, message: str, code: str = "invalid_value") -> LLMRequestError:
-    return LLMRequestError(400, message, param=param, code=code)
-
-
-# ---------------------------------------------------------------------- request fields
-# Accepted OpenAI fields that tserve does not implement: only these values pass.
-_DEFAULT_ONLY: dict[str, tuple[Any, ...]] = {
-    "n": (1,), "best_of": (1,), "echo": (False,), "suffix": ("",), "logprobs": (False, 0),
-    "top_logprobs": (0,), "frequency_penalty": (0,), "presence_penalty": (0,), "logit_bias": ({},),
-    "response_format": ({"type": "text"},), "tools": ([],), "tool_choice": ("none",),
-}
-_IGNORED = {"user", "store", "metadata", "service_tier", "parallel_tool_calls"}
-_SAMPLING = {"temperature", "top_p", "top_k", "seed", "stop", "ignore_eos"}
-_FIELDS = {
-    TS: {"prompt", "max_new_tokens", "stream"} | _SAMPLING,
-    COMPLETIONS: {"model", "prompt", "max_tokens", "stream", "stream_options", "n", "best_of", "echo",
-                  "suffix", "logprobs", "frequency_penalty", "presence_penalty", "logit_bias"} | _SAMPLING | _IGNORED,
-    CHAT: {"model", "messages", "max_tokens", "max_completion_tokens", "stream", "stream_options", "n",
-           "logprobs", "top_logprobs", "frequency_penalty", "presence_penalty", "logit_bias",
-           "response_format", "tools", "tool_choice"} | _SAMPLING | _IGNORED,
-}
-_CHAT_ROLES = {"system", "developer", "user", "assistant", "tool"}
-
-
-def request_kind(headers: dict[str, str] | None) -> str:
-    value = next((v for k, v in (headers or {}).items() if k.lower() == OPENAI_HEADER), None)
-    if value in (None, ""):
-        return TS
-    value = str(value).strip().lower()
-    if value not in (COMPLETIONS, CHAT):
-        raise _bad(None, f"header {OPENAI_HEADER}: {value!r} is neither 'completions' nor 'chat.completions'")
-    return value
-
-
-def _load(body: Any, kind: str) -> dict[str, Any]:
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        try:
-            body = bytes(body).decode("utf-8")
-        except UnicodeDecodeError:
-            raise _bad(None, "the request body is not UTF-8") from None
-    if isinstance(body, str):
-        try:
-            body = json.loads(body)
-        except json.JSONDecodeError:
-            if kind != TS:
-                raise _bad(None, "the request body is not valid JSON") from None
-            return {"prompt": body}  # TorchServe style: a plain-text prompt
-        if isinstance(body, str) and kind == TS:
-            return {"prompt": body}
-    if not isinstance(body, dict):
-        raise _bad(None, f"the request body must be a JSON object, got {type(body).__name__}")
-    return body
-
-
-def _check_fields(obj: dict[str, Any], kind: str) -> None:
-    known = _FIELDS[kind]
-    for key, value in obj.items():
-        if key not in known:
-            raise LLMRequestError(400, f"unknown parameter {key!r}; this endpoint accepts: "
-                                  f"{', '.join(sorted(known))}", param=key, code="unknown_parameter")
-        allowed = _DEFAULT_ONLY.get(key)
-        if allowed is not None and value is not None and value not in allowed:
-            raise _bad(key, f"{key}={value!r} is not supported by this server (only "
-                       f"{' or '.join(json.dumps(a) for a in allowed)})", code="unsupported_value")
-
-
-def _typed(obj: dict[str, Any], key: str, kind: type, what: str) -> Any:
-    value = obj.get(key)
-    if value is None:
-        return None
-    ok = isinstance(value, bool) if kind is bool else isinstance(value, kind) and not isinstance(value, bool)
-    if not ok:
-        raise _bad(key, f"{key} must be {what}, got {value!r}")
-    return value
-
-
-def _sampling(obj: dict[str, Any], kind: str, default_max_new_tokens: int) -> SamplingParams:
-    if kind == TS:
-        max_new = obj.get("max_new_tokens")
-        names = {}
-    else:
-        max_new = obj.get("max_completion_tokens", obj.get("max_tokens"))
-        names = {"max_new_tokens": "max_completion_tokens" if obj.get("max_completion_tokens") is not None
-                 else "max_tokens"}
-        temp = obj.get("temperature")
-        if isinstance(temp, (int, float)) and not isinstance(temp, bool) and temp > 2:
-            raise _bad("temperature", f"temperature must be between 0 and 2, got {temp}")
-    values = {k: obj[k] for k in _SAMPLING if obj.get(k) is not None}
-    if kind != TS:  # OpenAI's defaults: sampling at temperature 1
-        values.setdefault("temperature", 1.0)
-    params = SamplingParams(max_new_tokens=default_max_new_tokens if max_new is None else max_new, **values)
-    try:
-        params.validate()
-    except LLMRequestError as exc:
-        name = names.get(exc.param or "", exc.param)
-        if name != exc.param:
-            exc.message = exc.message.replace(exc.param or "", name or "")
-            exc.args = (exc.message,)
-            exc.param = name
-        raise
-    return params
-
-
-def _prompt_ids(obj: dict[str, Any], tokenizer: Any) -> list[int]:
-    prompt = obj.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-        prompt = prompt[0]  # OpenAI's batch form with one prompt
-    if isinstance(prompt, str):
-        if not prompt:
-            raise _bad("prompt", "prompt is empty")
-        return list(tokenizer(prompt)["input_ids"])
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        return list(prompt)
-    if isinstance(prompt, list) and len(prompt) > 1:
-        raise _bad("prompt", f"one prompt per request: got a list of {len(prompt)} prompts")
-    raise _bad("prompt", "prompt must be a non-empty string or a list of token ids"
-               if prompt is not None else "prompt is required")
-
-
-def _chat_text(message: Any, index: int) -> dict[str, str]:
-    if not isinstance(message, dict):
-        raise _bad("messages", f"messages[{index}] must be an object with role and content")
-    role, content = message.get("role"), message.get("content")
-    if role not in _CHAT_ROLES:
-        raise _bad("messages", f"messages[{index}].role must be one of {', '.join(sorted(_CHAT_ROLES))}, got {role!r}")
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise _bad("messages", f"messages[{index}].content: only text parts are supported")
-            parts.append(part["text"])
-        content = "".join(parts)
-    if content is None:
-        content = ""
-    if not isinstance(content, str):
-        raise _bad("messages", f"messages[{index}].content must be a string or a list of text parts")
-    return {"role": role, "content": content}
-
-
-def _chat_ids(obj: dict[str, Any], tokenizer: Any, chat_template: str | None) -> list[int]:
-    messages = obj.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise _bad("messages", "messages must be a non-empty list" if messages is not None else "messages is required")
-    messages = [_chat_text(m, i) for i, m in enumerate(messages)]
-    template = chat_template or getattr(tokenizer, "chat_template", None)
-    if not template:
-        raise _bad("messages", "this model has no chat template: its tokenizer has none and model-config.yaml "
-                   "sets no handler.chat_template", code="no_chat_template")
-    try:
-        text = tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False,
-                                             add_generation_prompt=True)
-    except Exception as exc:  # noqa: BLE001 - a template error is about these messages
-        raise _bad("messages", f"the chat template failed on these messages: {exc}") from None
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
 # ---------------------------------------------------------------------- one request
 class LLMRequest:
     """A parsed request and the formatting of its answers."""
@@ -227,20 +89,23 @@ class LLMRequest:
         kind = TS
         try:
             kind = request_kind(headers)
-            obj = _load(body, kind)
-            _check_fields(obj, kind)
-            req = cls(request_id, kind, _typed(obj, "model", str, "a string") or model_name)
-            req.stream = bool(_typed(obj, "stream", bool, "true or false"))
-            options = _typed(obj, "stream_options", dict, "an object")
+            obj = load_body(body, kind)
+            if kind == GENERATE:
+                obj = from_generate(obj)
+            check_fields(obj, TS if kind == GENERATE else kind)
+            req = cls(request_id, kind, typed(obj, "model", str, "a string") or model_name)
+            stream = typed(obj, "stream", bool, "true or false")
+            req.stream = stream if stream is not None else header(headers, STREAM_HINT_HEADER) == "true"
+            options = typed(obj, "stream_options", dict, "an object")
             if options is not None:
                 if set(options) - {"include_usage"}:
-                    raise _bad("stream_options", f"stream_options: unknown keys {sorted(set(options) - {'include_usage'})}")
+                    raise bad("stream_options", f"stream_options: unknown keys {sorted(set(options) - {'include_usage'})}")
                 if not req.stream:
-                    raise _bad("stream_options", "stream_options is only allowed with stream: true")
-                req.include_usage = bool(_typed(options, "include_usage", bool, "true or false"))
-            req.params = _sampling(obj, kind, default_max_new_tokens)
-            req.prompt_ids = (_chat_ids(obj, tokenizer, chat_template) if kind == CHAT
-                              else _prompt_ids(obj, tokenizer))
+                    raise bad("stream_options", "stream_options is only allowed with stream: true")
+                req.include_usage = bool(typed(options, "include_usage", bool, "true or false"))
+            req.params = sampling(obj, TS if kind == GENERATE else kind, default_max_new_tokens)
+            req.prompt_ids = (chat_ids(obj, tokenizer, chat_template) if kind == CHAT
+                              else prompt_ids(obj, tokenizer))
             return req
         except LLMRequestError as exc:
             attach_error_body(exc, kind)
@@ -251,6 +116,10 @@ class LLMRequest:
         if not self.stream:
             return JSON_TYPE
         return TEXT_TYPE if self.kind == TS else SSE_TYPE
+
+    def _generated(self, text: str, **extra: Any) -> dict[str, Any]:
+        """The OIP generate extension's answer (or one streamed event of it)."""
+        return {"text_output": text, "model_name": self.model, **extra}
 
     # ------------------------------------------------------------------ openai objects
     def _usage(self, completion_tokens: int) -> dict[str, int]:
@@ -283,6 +152,8 @@ class LLMRequest:
         """The streamed bytes for a text delta ('' for nothing to send)."""
         if self.kind == TS:
             return text.encode("utf-8")
+        if self.kind == GENERATE:
+            return self._sse(self._generated(text, done=False)) if text else b""
         out = b""
         if self.kind == CHAT and not self._role_sent:
             self._role_sent = True
@@ -294,6 +165,8 @@ class LLMRequest:
     def _stream_end(self, finish_reason: str, completion_tokens: int) -> bytes:
         if self.kind == TS:
             return b""
+        if self.kind == GENERATE:
+            return self._sse(self._generated("", done=True, details={"finish_reason": finish_reason}))
         out = self._sse(self._chunk(None if self.kind == CHAT else "", finish_reason))
         if self.include_usage:
             usage = {"id": self.oai_id, "object": "chat.completion.chunk" if self.kind == CHAT else "text_completion",
@@ -306,6 +179,8 @@ class LLMRequest:
         usage = self._usage(completion_tokens)
         if self.kind == TS:
             obj: dict[str, Any] = {"text": text, "finish_reason": finish_reason, "usage": usage}
+        elif self.kind == GENERATE:
+            obj = self._generated(text, details={"finish_reason": finish_reason, **usage})
         elif self.kind == COMPLETIONS:
             obj = {"id": self.oai_id, "object": "text_completion", "created": self.created, "model": self.model,
                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
@@ -347,6 +222,10 @@ def attach_error_body(exc: LLMRequestError, kind: str) -> LLMRequestError:
     """Give the error the body its request form expects (``exc.body``, ``exc.content_type``)."""
     if kind in (COMPLETIONS, CHAT):
         obj = exc.to_openai()
+    elif kind == GENERATE:  # the spec's error body; a bad request is its 422 (input validation error)
+        if exc.status == 400:
+            exc.status = exc.error_code = 422
+        obj = {"error": exc.message}
     else:
         obj = {"code": exc.status, "type": _TS_TYPES.get(exc.status, "InternalServerException"),
                "message": exc.message}

@@ -1,17 +1,19 @@
 """A continuous-batching generation engine for Hugging Face causal language models.
 
-One batched KV cache (a ``DynamicCache``) holds the running sequences, one row each, left-padded
-to a common length; a 2-D attention mask hides the padding and every row gets its own position
-ids, so each sequence sees exactly its own tokens. A step:
+The running sequences share one preallocated KV cache (``ts/llm/kvcache.py``), one row each,
+right-padded: every row gets its own position ids and a 2-D attention mask hides the padding, so
+each sequence sees exactly its own tokens. A step:
 
-1. **decode**: one forward for all running sequences (one token each), then each samples its
-   next token; sequences that finish leave the batch (their rows are dropped, and columns of
-   padding no row needs any more are trimmed);
+1. **decode**: one forward for all running sequences (one token each, written in place into the
+   cache), then each samples its next token; sequences that finish leave the batch (the last row
+   moves into their place);
 2. **prefill** with what is left of the step's token budget (``max_tokens_per_step`` minus the
-   decode tokens): waiting sequences, oldest first, while a slot is free (``max_batch_size``
-   running or prefilling). Each prompt runs alone in its own cache, in chunks when it does not
-   fit the budget; a fully prefilled sequence samples its first token and its cache is
-   left-padded into the batch, so it decodes with the others from the next step on.
+   decode tokens), while a slot is free (``max_batch_size`` running or prefilling): first a long
+   prompt already being prefilled in chunks, then waiting prompts, oldest first; the prompts that
+   fit the budget whole run together in one forward, the first that does not is prefilled alone
+   over several steps. A fully prefilled sequence samples its first token and its keys/values
+   are copied into a free row of the batch cache, so it decodes with the others from the next
+   step on.
 
 Single-threaded: the caller (the worker's engine loop) calls ``add`` and ``cancel`` between
 ``step`` calls. ``generate_all`` runs a batch to completion.
@@ -21,12 +23,14 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from ts.llm.kvcache import BatchCache
 from ts.llm.params import GenerationResult, LLMRequestError, SamplingParams, SequenceUpdate
 from ts.llm.text import IncrementalText
 
@@ -45,6 +49,8 @@ class StepStats:
     prefilled: list[str] = field(default_factory=list)  # sequences whose prompt finished prefilling
     running: int = 0
     waiting: int = 0
+    decode_s: float = 0.0   # time in the decode forward and its sampling
+    prefill_s: float = 0.0  # time in prefill forwards and their first tokens
 
 
 class _Sequence:
@@ -113,8 +119,8 @@ class GenerationEngine:
         self._waiting: deque[_Sequence] = deque()
         self._prefilling: list[_Sequence] = []
         self._running: list[_Sequence] = []   # row i of the batch cache is _running[i]
-        self._cache: Any = None
-        self._mask: torch.Tensor | None = None  # (rows, columns) 1 = real token, 0 = left padding
+        self._batch: BatchCache | None = None  # row i is _running[i]; made at the first join
+        self._num_layers = len(probe.layers) or int(config.get_text_config(decoder=True).num_hidden_layers)
         self._cancelled: list[SequenceUpdate] = []
         self._ids: set[str] = set()
         self.last_step = StepStats()
@@ -179,7 +185,7 @@ class GenerationEngine:
             else:
                 row = next(i for i, s in enumerate(self._running) if s.seq_id == seq_id)
                 seq = self._running[row]
-                self._drop_rows([row])
+                self._remove_row(row)
         self._ids.discard(seq_id)
         self._cancelled.append(SequenceUpdate(seq_id, [], "", True, "cancelled", len(seq.prompt_ids),
                                               len(seq.output_ids)))
@@ -202,7 +208,8 @@ class GenerationEngine:
         self._waiting.clear()
         self._prefilling.clear()
         self._running.clear()
-        self._cache = self._mask = None
+        if self._batch is not None:
+            self._batch.clear()
         self._cancelled.clear()
         self._ids.clear()
         return ids
@@ -213,73 +220,123 @@ class GenerationEngine:
         updates, self._cancelled = self._cancelled, []
         stats = StepStats()
         with torch.inference_mode():
+            started = time.perf_counter()
             if self._running:
                 stats.decode_tokens = len(self._running)
                 updates.extend(self._decode())
-            budget = self.max_tokens_per_step - stats.decode_tokens
-            while budget > 0:
-                seq = self._next_prefill()
-                if seq is None:
-                    break
-                n = min(budget, len(seq.prompt_ids) - seq.prefilled)
-                budget -= n
-                stats.prefill_tokens += n
-                update = self._prefill(seq, n)
-                if update is not None:
-                    stats.prefilled.append(seq.seq_id)
-                    updates.append(update)
+            decoded = time.perf_counter()
+            self._schedule_prefill(self.max_tokens_per_step - stats.decode_tokens, stats, updates)
+            stats.decode_s, stats.prefill_s = decoded - started, time.perf_counter() - decoded
         stats.running, stats.waiting = self.num_running, len(self._waiting)
         self.last_step = stats
         return updates
 
-    def _next_prefill(self) -> _Sequence | None:
-        if self._prefilling:
-            return self._prefilling[0]
-        if self._waiting and len(self._running) < self.max_batch_size:
+    def _schedule_prefill(self, budget: int, stats: StepStats, updates: list[SequenceUpdate]) -> None:
+        """A long prompt already being prefilled in chunks goes on first (it is the oldest); then
+        waiting prompts, oldest first, while a slot is free: those that fit the budget whole are
+        prefilled together in one forward, the first that does not starts its own chunks."""
+        if self._prefilling and budget > 0:
+            seq = self._prefilling[0]
+            n = min(budget, len(seq.prompt_ids) - seq.prefilled)
+            budget -= n
+            stats.prefill_tokens += n
+            self._prefill_chunk(seq, n, stats, updates)
+        group: list[_Sequence] = []
+        while budget > 0 and self._waiting and self.num_running + len(group) < self.max_batch_size:
+            n = len(self._waiting[0].prompt_ids)
+            if n > budget and (group or self._prefilling):
+                break
             seq = self._waiting.popleft()
-            seq.cache = self._cache_cls(config=self.model.config)
-            self._prefilling.append(seq)
-            return seq
-        return None
+            if n > budget:  # alone and too long for this step: prefilled in chunks
+                seq.cache = self._cache_cls(config=self.model.config)
+                self._prefilling.append(seq)
+                stats.prefill_tokens += budget
+                self._prefill_chunk(seq, budget, stats, updates)
+                break
+            group.append(seq)
+            budget -= n
+            stats.prefill_tokens += n
+        if group:
+            self._prefill_group(group, stats, updates)
 
     def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any,
-                 attention_mask: torch.Tensor | None) -> torch.Tensor:
+                 attention_mask: torch.Tensor | None, last: list[int] | None = None) -> torch.Tensor:
+        """Logits ``(rows, vocab)`` of each row's position ``last[row]`` (default: the last one)."""
         kwargs: dict[str, Any] = {self._cache_kw: cache, "use_cache": True}
         if self._logits_to_keep:
-            kwargs["logits_to_keep"] = 1
+            kwargs["logits_to_keep"] = (1 if last is None else
+                                        torch.tensor([[i] for i in last], device=self.device))
         out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, **kwargs)
-        return out.logits[:, -1, :].float()
+        logits = out.logits
+        if last is None or self._logits_to_keep:
+            return logits[:, -1, :].float()
+        return logits[torch.arange(len(last), device=self.device), torch.tensor(last, device=self.device)].float()
 
-    def _prefill(self, seq: _Sequence, n: int) -> SequenceUpdate | None:
+    def _prefill_chunk(self, seq: _Sequence, n: int, stats: StepStats, updates: list[SequenceUpdate]) -> None:
+        """The next ``n`` prompt tokens of a long prompt, in the sequence's own cache."""
         start = seq.prefilled
         ids = torch.tensor([seq.prompt_ids[start:start + n]], device=self.device)
         positions = torch.arange(start, start + n, device=self.device).unsqueeze(0)
         logits = self._forward(ids, positions, seq.cache, None)
         seq.prefilled += n
         if seq.prefilled < len(seq.prompt_ids):
-            return None
+            return
         self._prefilling.remove(seq)
-        token = self._sample(logits, [seq])[0]
-        update = self._accept(seq, token)
-        if update.finished:
-            seq.cache = None
-        else:
-            self._join(seq)
-        return update
+        own = seq.cache
+        seq.cache = None
+        self._first_tokens([seq], logits, own, stats, updates)
+
+    def _prefill_group(self, group: list[_Sequence], stats: StepStats, updates: list[SequenceUpdate]) -> None:
+        """Whole prompts in one forward, right-padded (a causal model's real tokens never see the
+        padding after them, so no mask is needed)."""
+        lengths = [len(s.prompt_ids) for s in group]
+        width = max(lengths)
+        ids = torch.tensor([s.prompt_ids + [0] * (width - len(s.prompt_ids)) for s in group], device=self.device)
+        positions = torch.arange(width, device=self.device).unsqueeze(0).expand(len(group), width)
+        own = self._cache_cls(config=self.model.config)
+        logits = self._forward(ids, positions, own, None, last=[n - 1 for n in lengths])
+        for seq in group:
+            seq.prefilled = len(seq.prompt_ids)
+        self._first_tokens(group, logits, own, stats, updates)
+
+    def _first_tokens(self, seqs: list[_Sequence], logits: torch.Tensor, own: Any, stats: StepStats,
+                      updates: list[SequenceUpdate]) -> None:
+        """Prefilled sequences sample their first token; those not finished join the batch cache
+        (row i of ``own`` is ``seqs[i]``'s keys/values)."""
+        tokens = self._sample(logits, seqs)
+        for i, (seq, token) in enumerate(zip(seqs, tokens, strict=True)):
+            update = self._accept(seq, token)
+            stats.prefilled.append(seq.seq_id)
+            updates.append(update)
+            if update.finished:
+                continue
+            if self._batch is None:
+                self._batch = BatchCache(self._num_layers, self.max_batch_size, self.max_context, self.device)
+            self._batch.add_row([(layer.keys[i:i + 1], layer.values[i:i + 1]) for layer in own.layers],
+                                seq.cached_len)
+            self._running.append(seq)
 
     def _decode(self) -> list[SequenceUpdate]:
-        rows = len(self._running)
+        batch = self._batch
+        assert batch is not None
         ids = torch.tensor([[s.output_ids[-1]] for s in self._running], device=self.device)
-        positions = torch.tensor([[s.cached_len] for s in self._running], device=self.device)
-        assert self._mask is not None
-        self._mask = torch.cat([self._mask, self._mask.new_ones(rows, 1)], dim=1)
-        logits = self._forward(ids, positions, self._cache, self._mask)
+        positions, mask = batch.begin_step()
+        logits = self._forward(ids, positions, batch, mask)
+        batch.end_step()
         tokens = self._sample(logits, self._running)
         updates = [self._accept(seq, tok) for seq, tok in zip(self._running, tokens, strict=True)]
-        done = [i for i, u in enumerate(updates) if u.finished]
-        if done:
-            self._drop_rows(done)
+        for row in reversed([i for i, u in enumerate(updates) if u.finished]):
+            self._remove_row(row)
         return updates
+
+    def _remove_row(self, row: int) -> None:
+        """The batch cache moves its last row into ``row``: the running list mirrors that."""
+        assert self._batch is not None
+        with torch.inference_mode():  # the buffers are inference tensors; cancel comes between steps
+            self._batch.remove_row(row)
+        last = self._running.pop()
+        if row < len(self._running):
+            self._running[row] = last
 
     def _sample(self, logits: torch.Tensor, seqs: list[_Sequence]) -> list[int]:
         tokens = logits.argmax(dim=-1).tolist()
@@ -318,45 +375,6 @@ class GenerationEngine:
         return SequenceUpdate(seq.seq_id, [token], delta, reason is not None, reason, len(seq.prompt_ids),
                               len(seq.output_ids))
 
-    # ------------------------------------------------------------------ the batch cache
-    def _layers(self, cache: Any) -> list[Any]:
-        return list(cache.layers)
-
-    def _join(self, seq: _Sequence) -> None:
-        """Left-pad the sequence's own cache into the batch cache as a new last row."""
-        length = seq.cached_len
-        if self._cache is None:
-            self._cache, self._mask = seq.cache, torch.ones(1, length, dtype=torch.long, device=self.device)
-        else:
-            width = self._mask.shape[1]
-            grow = max(0, length - width)
-            pad = max(0, width - length)
-            for batch_layer, own in zip(self._layers(self._cache), self._layers(seq.cache), strict=True):
-                batch_layer.keys = torch.cat([_left_pad(batch_layer.keys, grow), _left_pad(own.keys, pad)], dim=0)
-                batch_layer.values = torch.cat([_left_pad(batch_layer.values, grow), _left_pad(own.values, pad)], dim=0)
-            row = torch.cat([self._mask.new_zeros(1, pad), self._mask.new_ones(1, length)], dim=1)
-            self._mask = torch.cat([torch.cat([self._mask.new_zeros(len(self._running), grow), self._mask], dim=1),
-                                    row], dim=0)
-        seq.cache = None
-        self._running.append(seq)
-
-    def _drop_rows(self, rows: list[int]) -> None:
-        gone = set(rows)
-        keep = [i for i in range(len(self._running)) if i not in gone]
-        self._running = [self._running[i] for i in keep]
-        if not keep:
-            self._cache = self._mask = None
-            return
-        assert self._mask is not None
-        index = torch.tensor(keep, device=self.device)
-        mask = self._mask.index_select(0, index)
-        used = mask.any(dim=0).nonzero()
-        first = int(used[0]) if used.numel() else mask.shape[1]  # columns before it are padding in every row
-        self._mask = mask[:, first:]
-        for layer in self._layers(self._cache):
-            layer.keys = layer.keys.index_select(0, index)[:, :, first:]
-            layer.values = layer.values.index_select(0, index)[:, :, first:]
-
     # ------------------------------------------------------------------ run to completion
     def generate_all(self, batch: list[tuple[str, list[int], SamplingParams]]) -> dict[str, GenerationResult]:
         """Run a batch to completion; a request ``add`` refuses gets a result with ``error`` set."""
@@ -385,11 +403,3 @@ class GenerationEngine:
                     res.text = "".join(texts.pop(u.seq_id))
         return results
 
-
-def _left_pad(t: torch.Tensor, n: int) -> torch.Tensor:
-    """Zeros before the sequence axis (dim 2) of a (batch, heads, seq, dim) tensor."""
-    if n == 0:
-        return t
-    shape = list(t.shape)
-    shape[2] = n
-    return torch.cat([t.new_zeros(shape), t], dim=2)

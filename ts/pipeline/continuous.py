@@ -49,7 +49,10 @@ class ContinuousPipeline:
         self.handler = service.handler
         self.send = send
         self.answer = answer
-        self.stats = PipelineStats(["step"])
+        # a handler's own parts of a step (STEP_STAGES, timed by its step_stages()), e.g. the LLM
+        # handler's decode and prefill, are stages of their own in PONG
+        self._parts = tuple(getattr(self.handler, "STEP_STAGES", ()))
+        self.stats = PipelineStats(["step", *self._parts])
         self.completed = 0  # INFERENCE frames fully answered
         self._frames: dict[int, _Frame] = {}
         self._frame_of: dict[str, _Frame] = {}  # request id -> its frame
@@ -86,6 +89,7 @@ class ContinuousPipeline:
         start = time.monotonic()
         events = self.handler.step()
         self.stats.stages["step"].record(0.0, time.monotonic() - start)
+        self._record_stages()
         chunks: dict[int, list[Response]] = {}
         touched: dict[int, _Frame] = {}
         for ev in events:
@@ -101,11 +105,19 @@ class ContinuousPipeline:
                 self._end(ev.request_id, Response(ev.request_id, status, getattr(ev, "message", "") or "",
                                                   ev.content_type, headers, bytes(ev.final)))
                 touched[frame.batch_id] = frame
-        if self.answer:
-            for batch_id, pieces in chunks.items():
-                self.send(codec.encode_result(batch_id, pieces, chunk=True))
+        # every frame of the step in one write (one syscall while they are small), chunks first
+        out = [codec.encode_result(batch_id, pieces, chunk=True) for batch_id, pieces in chunks.items()]
         for frame in touched.values():
-            self._flush(frame)
+            self._flush(frame, out)
+        if out and self.answer:
+            self.send(*out)
+
+    def _record_stages(self) -> None:
+        if not self._parts:
+            return
+        for name, busy_s in self.handler.step_stages().items():
+            if busy_s > 0 and name in self._parts:
+                self.stats.stages[name].record(0.0, busy_s)
 
     def drain(self) -> None:
         """Runs the handler until every request it holds has ended (STOP: finish what was sent)."""
@@ -123,13 +135,19 @@ class ContinuousPipeline:
         if frame is not None:
             frame.answers[request_id] = response
 
-    def _flush(self, frame: _Frame) -> None:
+    def _flush(self, frame: _Frame, out: list[bytes] | None = None) -> None:
+        """Answers a frame whose requests have all ended: its RESULT goes into ``out`` (sent by
+        the caller), or out at once."""
         if len(frame.answers) < len(frame.order) or frame.batch_id not in self._frames:
             return
         del self._frames[frame.batch_id]
         self.completed += 1
         if self.answer:
-            self.send(codec.encode_result(frame.batch_id, [frame.answers[i] for i in frame.order]))
+            result = codec.encode_result(frame.batch_id, [frame.answers[i] for i in frame.order])
+            if out is None:
+                self.send(result)
+            else:
+                out.append(result)
 
 
 def _error_response(request_id: str, exc: Exception) -> Response:

@@ -84,6 +84,8 @@ def find_model_dir(model_dir: str, model_path: str | None) -> str:
 class LLMHandler(BaseHandler):
     """A causal LM behind the generation engine; see the module docstring."""
 
+    STEP_STAGES = ("decode", "prefill")  # timed per step by step_stages(), reported in describe
+
     def __init__(self) -> None:
         super().__init__()
         self.tokenizer: Any = None
@@ -235,6 +237,13 @@ class LLMHandler(BaseHandler):
             if u.finished:
                 del self._requests[u.seq_id]
         return events
+
+    def step_stages(self) -> dict[str, float]:
+        """Seconds the last step spent decoding and prefilling (the worker's ``decode`` and
+        ``prefill`` stages in describe: a server's decode throughput without its prefill time)."""
+        if self.engine is None:
+            return {}
+        return {"decode": self.engine.last_step.decode_s, "prefill": self.engine.last_step.prefill_s}
 
     @staticmethod
     def error_event(request_id: str, exc: LLMRequestError) -> LLMEvent:

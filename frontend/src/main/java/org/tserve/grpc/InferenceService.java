@@ -99,10 +99,25 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
                 fail(out, call, status, message);
             }
         };
+        Job job = JobFactory.create(request, call.requestHeaders(),
+                streaming ? List.of(Job.STREAM_HINT) : List.of(), responder);
         try {
-            org.tserve.metrics.InferenceRequests.submit(models, JobFactory.create(request, call.requestHeaders(), List.of(), responder));
+            org.tserve.metrics.InferenceRequests.submit(models, job);
         } catch (WlmException e) {
             fail(out, call, e.getStatus(), e.getMessage());
+            return;
+        }
+        out.onClientCancel(() -> cancel(job));
+    }
+
+    /**
+     * The client cancelled the call (or its deadline passed): a model that takes cancellations
+     * (continuous batching) drops the request from its queue or its sequence from the worker's
+     * running batch, as REST does when the connection closes.
+     */
+    static void cancel(Job job) {
+        if (job.isCancellable() && job.cancel()) {
+            LOG.fine("gRPC call cancelled by the client: request " + job.getId() + " cancelled");
         }
     }
 
@@ -132,11 +147,37 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
     static final class SafeObserver<T> {
         private final StreamObserver<T> delegate;
         private volatile boolean closed;
+        private boolean cancelled;
+        private Runnable onClientCancel;
 
         SafeObserver(StreamObserver<T> delegate) {
             this.delegate = delegate;
             if (delegate instanceof ServerCallStreamObserver) {
-                ((ServerCallStreamObserver<T>) delegate).setOnCancelHandler(() -> closed = true);
+                ((ServerCallStreamObserver<T>) delegate).setOnCancelHandler(this::clientCancelled);
+            }
+        }
+
+        private void clientCancelled() {
+            Runnable r;
+            synchronized (this) {
+                closed = true;
+                cancelled = true;
+                r = onClientCancel;
+            }
+            if (r != null) {
+                r.run();
+            }
+        }
+
+        /** Runs {@code r} when the client cancels the call; at once if it already has. */
+        void onClientCancel(Runnable r) {
+            boolean now;
+            synchronized (this) {
+                onClientCancel = r;
+                now = cancelled;
+            }
+            if (now) {
+                r.run();
             }
         }
 

@@ -10,6 +10,7 @@ import java.util.UUID;
 import org.pytorch.serve.grpc.inference.PredictionResponse;
 import org.pytorch.serve.grpc.inference.PredictionsRequest;
 import org.tserve.metrics.MetricsRegistry;
+import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.WlmException;
@@ -35,11 +36,27 @@ final class SequenceStream implements StreamObserver<PredictionsRequest> {
     private String generatedId;
     private boolean busy;
     private boolean clientDone;
+    /** The request being answered (to cancel it when the client goes away). */
+    private Job current;
 
     SequenceStream(ModelManager models, CallContext call, InferenceService.SafeObserver<PredictionResponse> out) {
         this.models = models;
         this.call = call;
         this.out = out;
+        out.onClientCancel(this::clientGone);
+    }
+
+    /** The client cancelled the call: nothing more is sent; the running request is cancelled. */
+    private void clientGone() {
+        Job job;
+        synchronized (this) {
+            pending.clear();
+            clientDone = true;
+            job = current;
+        }
+        if (job != null) {
+            InferenceService.cancel(job);
+        }
     }
 
     @Override
@@ -80,16 +97,19 @@ final class SequenceStream implements StreamObserver<PredictionsRequest> {
                 seq = generatedId;
             }
             extra.add(new Header(SEQUENCE_ID, seq));
+            extra.add(Job.STREAM_HINT);
             if (req.getModelName().isEmpty()) {
                 answerError(seq, 400, "Parameter model_name is required: set model_name in PredictionsRequest.");
                 continue;
             }
             busy = true;
             try {
-                org.tserve.metrics.InferenceRequests.submit(models, InferenceService.job(req, call, extra, responder(seq)));
+                current = InferenceService.job(req, call, extra, responder(seq));
+                org.tserve.metrics.InferenceRequests.submit(models, current);
                 return;
             } catch (WlmException e) {
                 busy = false;
+                current = null;
                 answerError(seq, e.getStatus(), e.getMessage());
             }
         }
@@ -129,6 +149,7 @@ final class SequenceStream implements StreamObserver<PredictionsRequest> {
                 answerError(seq, errorStatus, message);
             }
             busy = false;
+            current = null;
             startNext();
         }
     }

@@ -46,6 +46,8 @@ final class Exchange {
     private final ConfigManager cfg;
     private final AtomicBoolean finished = new AtomicBoolean();
     private volatile boolean openAiErrors;
+    /** Errors take the Open Inference Protocol generate extension's shape, {@code {"error": message}}. */
+    private volatile boolean oipErrors;
 
     Exchange(ChannelHandlerContext ctx, FullHttpRequest req, ConfigManager cfg) {
         this.ctx = ctx;
@@ -180,6 +182,20 @@ final class Exchange {
         return openAiErrors;
     }
 
+    /** Errors of this exchange are {@code {"error": message}} (the OIP generate routes), from the token check on. */
+    void useOipErrors() {
+        oipErrors = true;
+    }
+
+    boolean oipErrors() {
+        return oipErrors;
+    }
+
+    /** On the OpenAI and OIP generate routes the handler shapes its own error bodies: they pass through. */
+    boolean handlerShapesErrors() {
+        return openAiErrors || oipErrors;
+    }
+
     /** An OpenAI-shaped error, with {@code Retry-After} when retrying later may succeed (429, 503). */
     void sendOpenAiError(OpenAiError e) {
         FullHttpResponse resp = json(e.status, e.compactJson() + "\n");
@@ -193,6 +209,12 @@ final class Exchange {
     void sendError(int status, String type, String message) {
         if (openAiErrors) {
             sendOpenAiError(OpenAiError.of(status, message));
+            return;
+        }
+        if (oipErrors) {
+            JsonObject o = new JsonObject();
+            o.addProperty("error", message);
+            sendJson(status, o);
             return;
         }
         JsonObject o = new JsonObject();

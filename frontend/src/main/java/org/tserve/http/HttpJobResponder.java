@@ -87,8 +87,8 @@ final class HttpJobResponder implements JobResponder {
         ex.ctx.executor().execute(() -> {
             answered();
             if (streaming) {
-                // on the OpenAI routes the handler shapes its own errors: a body it gives passes through
-                boolean shaped = r.status() < 400 || (ex.openAiErrors() && r.body().length > 0);
+                // on the OpenAI and OIP generate routes the handler shapes its own errors: a body it gives passes through
+                boolean shaped = r.status() < 400 || (ex.handlerShapesErrors() && r.body().length > 0);
                 LastHttpContent last = shaped
                         ? new DefaultLastHttpContent(Unpooled.wrappedBuffer(r.body()))
                         : new DefaultLastHttpContent(Unpooled.copiedBuffer(errorJson(r.status(), errorText(r)), StandardCharsets.UTF_8));
@@ -98,7 +98,7 @@ final class HttpJobResponder implements JobResponder {
             if (ex.isFinished() || refuseUnsendable(r)) {   // finished: a refused first chunk was answered
                 return;
             }
-            if (r.status() >= 400 && (r.body().length == 0 || (r.contentType().isEmpty() && !ex.openAiErrors()))) {
+            if (r.status() >= 400 && (r.body().length == 0 || (r.contentType().isEmpty() && !ex.handlerShapesErrors()))) {
                 ex.sendError(r.status(), "InternalServerException", errorText(r));
                 return;
             }
@@ -201,13 +201,18 @@ final class HttpJobResponder implements JobResponder {
         return body.isEmpty() ? "Prediction failed with status " + r.status() : body;
     }
 
-    /** The last chunk of a stream that failed: TorchServe's error json, or OpenAI's (an SSE event in an SSE stream). */
+    /** The last chunk of a stream that failed: TorchServe's error json, OpenAI's or OIP's (an SSE event in an SSE stream). */
     private String errorJson(int status, String message) {
         if (ex.openAiErrors()) {
             OpenAiError e = OpenAiError.of(status, message);
             return sse ? e.sseEvent() : e.compactJson() + "\n";
         }
         JsonObject o = new JsonObject();
+        if (ex.oipErrors()) {
+            o.addProperty("error", message);
+            String json = Exchange.GSON.toJson(o);
+            return sse ? "data: " + json + "\n\n" : json + "\n";
+        }
         o.addProperty("code", status);
         o.addProperty("type", HttpError.typeFor(status));
         o.addProperty("message", message);

@@ -85,6 +85,10 @@ final class InferenceApi {
                 return false;
             case "v2":
                 // KServe v2: /v2/models/{model}[/versions/{v}]/infer | /explain; metadata, health (KServeV2)
+                if (KServeGenerate.isGenerate(seg)) {
+                    KServeGenerate.handle(models, ex, req, seg);
+                    return true;
+                }
                 if (KServeV2.isInfer(seg) && req.method().equals(HttpMethod.POST)) {
                     predict(ex, req, seg[2], KServeV2.inferVersion(seg), "", seg[seg.length - 1].equals("explain"));
                     return true;

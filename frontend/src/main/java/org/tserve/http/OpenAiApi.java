@@ -119,20 +119,29 @@ final class OpenAiApi {
     }
 
     private void submit(Exchange ex, FullHttpRequest req, Route route, String model, byte[] body) throws HttpError {
+        List<Header> extra = List.of(new Header("url_path", "v1/" + route.endpoint()),   // TorchServe's vllm handler reads it
+                new Header("explain", "False"));
+        try {
+            submitForm(models, ex, req, model, route.version(), route.kind(), extra, body);
+        } catch (WlmException e) {
+            throw new HttpError(e.getStatus(), e.getStatus() == 404 ? notFound(model, route.version(), e) : e.getMessage());
+        }
+    }
+
+    /**
+     * Submits {@code body} to the model's handler with {@link #HEADER} = {@code form} (the request
+     * form it answers in) and {@code extra} headers; a closed connection cancels the job.
+     */
+    static void submitForm(ModelManager models, Exchange ex, FullHttpRequest req, String model, String version,
+            String form, List<Header> extra, byte[] body) throws WlmException {
         List<Header> headers = InputParser.headers(req, 3);
-        headers.removeIf(h -> h.name().equalsIgnoreCase(HEADER));
-        headers.add(new Header("url_path", "v1/" + route.endpoint()));   // TorchServe's vllm handler reads it
-        headers.add(new Header("explain", "False"));
-        headers.add(new Header(HEADER, route.kind()));
+        headers.removeIf(h -> h.name().equalsIgnoreCase(HEADER) || h.name().equalsIgnoreCase(Job.STREAM_HINT.name()));
+        headers.addAll(extra);
+        headers.add(new Header(HEADER, form));
         List<Part> parts = List.of(new Part("body", "application/json", body));
-        String version = route.version();
         HttpJobResponder responder = new HttpJobResponder(ex);
         Job job = new Job(ex.requestId, model, version, headers, parts, responder);
-        try {
-            org.tserve.metrics.InferenceRequests.submit(models, job);   // counted once the model is found, as predict
-        } catch (WlmException e) {
-            throw new HttpError(e.getStatus(), e.getStatus() == 404 ? notFound(model, version, e) : e.getMessage());
-        }
+        org.tserve.metrics.InferenceRequests.submit(models, job);   // counted once the model is found, as predict
         responder.cancelOnClose(job);
     }
 

@@ -77,6 +77,8 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             boolean inferenceRoute = type != ConnectorType.MANAGEMENT && isInferenceRoute(seg);
             if (inferenceRoute && OpenAiApi.route(seg) != null) {
                 ex.useOpenAiErrors();   // from the token check on, errors take OpenAI's shape
+            } else if (inferenceRoute && KServeGenerate.isGenerate(seg)) {
+                ex.useOipErrors();
             }
             boolean openProbe = cfg.getBool("health_check_no_auth") && ModelReadiness.isProbe(seg, req.method());
             if (inferenceRoute) {

@@ -14,6 +14,12 @@ import org.tserve.wlm.protocol.Response;
  * exactly once.
  */
 public final class Job {
+    /**
+     * The client reads a stream (gRPC StreamPredictions/StreamPredictions2, OIP generate_stream): a
+     * handler that can stream (the LLM handler) streams unless the body says {@code "stream": false}.
+     */
+    public static final Header STREAM_HINT = new Header("x-tserve-stream", "true");
+
     /** What the worker is asked to do. */
     public enum Kind { INFERENCE, DESCRIBE }
 

@@ -191,6 +191,28 @@ public class RoutingTest {
     }
 
     @Test
+    public void oipGenerateRoutesAnswerTheirErrorsAsErrorFields() throws Exception {
+        start("", true);
+        String key = "Bearer " + JsonParser.parseString(new String(Files.readAllBytes(tokens.getFile()),
+                StandardCharsets.UTF_8)).getAsJsonObject().getAsJsonObject("inference").get("key").getAsString();
+        for (String path : new String[] {"/v2/models/nope/generate", "/v2/models/nope/versions/2.0/generate_stream"}) {
+            HttpResponse<String> r = call("POST", inf, path, "{\"text_input\": \"hi\"}", "Authorization", key);
+            assertEquals(r.body(), 404, r.statusCode());
+            assertTrue(r.body(), json(r).get("error").getAsString().contains("nope"));
+            r = call("GET", inf, path, null, "Authorization", key);
+            assertEquals(r.body(), 405, r.statusCode());
+            assertTrue(r.body(), json(r).get("error").getAsString().contains("POST"));
+            r = call("POST", inf, path, "{}");
+            assertEquals(r.body(), 401, r.statusCode());
+            assertTrue(r.body(), json(r).has("error"));
+        }
+        // other /v2 routes keep TorchServe's error shape
+        HttpResponse<String> r = call("GET", inf, "/v2/models/nope", null, "Authorization", key);
+        assertEquals(r.body(), 404, r.statusCode());
+        assertTrue(r.body(), json(r).has("message"));
+    }
+
+    @Test
     public void openAiRoutesCheckTheBodyAndAnswerOpenAiErrors() throws Exception {
         start("", false);
         String ct = "Content-Type";

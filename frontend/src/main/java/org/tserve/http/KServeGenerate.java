@@ -1,0 +1,45 @@
+package org.tserve.http;
+
+import io.netty.buffer.ByteBufUtil;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.HttpMethod;
+import java.util.List;
+import org.tserve.wlm.Job;
+import org.tserve.wlm.ModelManager;
+import org.tserve.wlm.WlmException;
+
+/**
+ * The Open Inference Protocol's generate extension: {@code POST /v2/models/{m}[/versions/{v}]/generate}
+ * and {@code .../generate_stream} (Server-Sent Events). As on the OpenAI routes, the frontend only
+ * routes: the model's handler gets the body as sent, with {@code x-tserve-openai: generate} (and
+ * {@code x-tserve-stream: true} for generate_stream), and answers the extension's objects
+ * ({@code text_output}, {@code model_name}; {@code done} on each event) and its errors itself.
+ */
+final class KServeGenerate {
+    private KServeGenerate() {
+    }
+
+    /** {@code v2/models/{m}[/versions/{v}]/generate|generate_stream}. */
+    static boolean isGenerate(String[] seg) {
+        if (seg.length < 4 || !seg[0].equals("v2") || !seg[1].equals("models")) {
+            return false;
+        }
+        String last = seg[seg.length - 1];
+        boolean endpoint = last.equals("generate") || last.equals("generate_stream");
+        return endpoint && (seg.length == 4 || seg.length == 6 && seg[3].equals("versions"));
+    }
+
+    static void handle(ModelManager models, Exchange ex, FullHttpRequest req, String[] seg) throws HttpError {
+        if (!req.method().equals(HttpMethod.POST)) {
+            throw new HttpError(405, "Method " + req.method() + " is not allowed here; use POST.");
+        }
+        String version = seg.length == 6 ? seg[4] : null;
+        boolean stream = seg[seg.length - 1].equals("generate_stream");
+        try {
+            OpenAiApi.submitForm(models, ex, req, seg[2], version, "generate",
+                    stream ? List.of(Job.STREAM_HINT) : List.of(), ByteBufUtil.getBytes(req.content()));
+        } catch (WlmException e) {
+            throw new HttpError(e.getStatus(), e.getMessage());
+        }
+    }
+}
