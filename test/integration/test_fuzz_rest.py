@@ -1,0 +1,203 @@
+"""REST fuzzing with schemathesis against the server's own OpenAPI descriptions (issue 16).
+
+One real server with an echo model; for each port (inference, management, metrics) the
+description it answers to ``OPTIONS /`` drives schemathesis: every documented operation gets
+seeded cases (valid and invalid parameters, bodies, media types). Each answer must come within
+the request timeout, have a status the description documents for that operation (5xx included),
+a documented media type and a body matching the documented schema; invalid input must get a 4xx;
+no answer may be an unexpected exception ("Internal error"). The server answers /ping at the end.
+
+The bounded run takes a few hundred cases; ``TSERVE_FUZZ_CASES=5000`` runs a longer one and
+``TSERVE_FUZZ_SEED`` picks another seed (docs/reliability.md).
+
+Management operations run for real: registrations (from the model store only: allowed_urls
+admits nothing else), scaling (capped by max_workers_per_model and max_workers, so fuzzed worker
+counts start at most two processes) and unregistering, the echo model included.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import requests
+import schemathesis
+from schemathesis.engine import events
+
+import harness
+
+pytestmark = pytest.mark.slow
+
+HANDLERS = Path(__file__).resolve().parent / "handlers"
+PORTS = ("inference", "management", "metrics")
+# cases over all three ports (spread over their operations), and the seed that makes them reproducible
+CASES = int(os.environ.get("TSERVE_FUZZ_CASES", "300"))
+SEED = int(os.environ.get("TSERVE_FUZZ_SEED", "16"))
+# an answer slower than this is a hang (the slowest legitimate one starts a worker: about 5 s here)
+REQUEST_TIMEOUT_S = 30
+STATS: dict[str, int] = {}
+PHASES: dict[str, int] = {}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    store = tmp_path_factory.mktemp("fuzz-store")
+    harness.build_mar(store, "echo", HANDLERS / "echo_handler.py")
+    config = {
+        "load_models": "echo.mar",
+        "default_workers_per_model": 1,
+        # fuzzed scale and register requests start at most two worker processes in all
+        "max_workers_per_model": 2,
+        "max_workers": 2,
+        # registration only from this test's model store: no downloads, no paths elsewhere
+        "allowed_urls": f"file://{store}/.*",
+        "max_request_size": 1048576,
+    }
+    with harness.Server(store, config=config) as s:
+        yield s
+        # whatever the fuzzing did (the echo model may be gone), the server still answers
+        r = requests.get(s.inference_url + "/ping", timeout=10)
+        assert r.status_code in (200, 500), r.text
+        assert "status" in r.json()
+        assert s.proc is not None and s.proc.poll() is None, "the server exited during fuzzing"
+
+
+def port_config(base_url: str, examples: int) -> schemathesis.Config:
+    """Seeded generation of `examples` random cases per operation, after the coverage phase's."""
+    return schemathesis.Config.from_dict({
+        "base-url": base_url,
+        "seed": SEED,
+        "generation": {"max-examples": examples, "database": "none"},
+        # the coverage phase's boundary and invalid values for every parameter and body (methods
+        # the description does not name are left out: TorchServe's routes answer any method)
+        "phases": {"coverage": {"unexpected-methods": []}},
+        # half of the model names, versions and archive URLs are the ones that exist, so cases reach
+        # the worker and the registration code instead of stopping at 404
+        "dictionaries": {
+            "models": {"values": ["echo"]}, "versions": {"values": ["1.0", "all"]},
+            "archives": {"values": ["echo.mar"]},
+        },
+        "parameters": {
+            "path.model_name": {"dictionary": "models", "probability": 0.5},
+            "query.model_name": {"dictionary": "models", "probability": 0.5},
+            "path.model_version": {"dictionary": "versions", "probability": 0.5},
+            "query.url": {"dictionary": "archives", "probability": 0.5},
+        },
+        "request-timeout": REQUEST_TIMEOUT_S,
+        "checks": {name: {"enabled": False} for name in CHECKS_OFF},
+    })
+
+
+# ---- what the fuzzing found (docs/reliability.md); these run first, while the echo model is there ----
+
+
+def echo_keys(r: requests.Response) -> list[str]:
+    assert r.status_code == 200, r.text
+    return r.json()["keys"]
+
+
+def test_every_form_field_reaches_the_handler(server: harness.Server) -> None:
+    # curl -d text sends a URL-encoded form: its one field, without '=', used to be dropped
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert echo_keys(server.predict("echo", "hello", headers=form)) == ["hello"]
+    assert echo_keys(server.predict("echo", "a=1&b", headers=form)) == ["a", "b"]
+
+
+@pytest.mark.parametrize(("content_type", "body", "message"), [
+    # no part in the bytes: the handler got no input at all (200)
+    ("multipart/form-data; boundary=XX", "--XX\r\nTrue--XX--\r\n", "no part found"),
+    # Netty's decoder threw: 500 "Internal error: java.lang.StringIndexOutOfBoundsException" / UnsupportedCharsetException
+    ("multipart/form-data; boundary=", "--\r\n", "no boundary"),
+    ("multipart/form-data; boundary=XX; charset=bogus",
+     '--XX\r\nContent-Disposition: form-data; name="a"\r\n\r\nv\r\n--XX--\r\n', "bogus"),
+    # without a boundary the parts were read as a URL-encoded form
+    ("multipart/form-data", '--XX\r\nContent-Disposition: form-data; name="a"\r\n\r\nv\r\n--XX--\r\n', "no boundary"),
+])
+def test_malformed_multipart_gets_400(server: harness.Server, content_type: str, body: str, message: str) -> None:
+    r = server.predict("echo", body, headers={"Content-Type": content_type})
+    assert r.status_code == 400, r.text
+    assert message in r.json()["message"]
+
+
+@pytest.mark.parametrize(("port", "target"), [
+    ("inference", "/predictions/%ZZ"), ("inference", "/invocations?model_name=echo%"),
+    ("management", "/models/%E0%A4%A"), ("management", "/models?limit=%ZZ"), ("metrics", "/metrics?name[]=%ZZ"),
+])
+def test_bad_percent_escapes_get_400(server: harness.Server, port: str, target: str) -> None:
+    # the escape reached a decoder inside a route: 500 "Internal error: java.lang.IllegalArgumentException"
+    conn = http.client.HTTPConnection("127.0.0.1", getattr(server, f"{port}_port"), timeout=10)
+    try:
+        conn.request("POST", target)  # sent as written (requests would re-quote the %)
+        r = conn.getresponse()
+        body = json.loads(r.read())
+    finally:
+        conn.close()
+    assert r.status == 400, body
+    assert "%25" in body["message"]
+
+
+@schemathesis.check
+def no_internal_error(ctx, response, case) -> None:
+    """A 5xx the description documents (a handler failure, no worker) is fine; an escaped exception never is."""
+    if response.status_code >= 500:
+        try:
+            message = str(response.json().get("message", ""))
+        except ValueError:
+            message = response.text
+        assert not message.startswith("Internal error"), f"unexpected exception: {message[:500]}"
+
+
+# built-in checks left out: the server answers some routes to any method like TorchServe (/ping,
+# /predictions), and valid input may be refused for the server's state (a worker cap, a duplicate
+# version, token authorization off), which a description cannot express
+CHECKS_OFF = ("not_a_server_error", "positive_data_acceptance", "unsupported_method", "allow_header_conformance",
+              "use_after_free", "ensure_resource_availability", "ignored_auth", "missing_required_header")
+
+
+def description(base: str) -> dict:
+    """The OpenAPI description a port answers to OPTIONS /."""
+    r = requests.options(base + "/", timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def fuzz(base: str, examples: int) -> tuple[int, list[str]]:
+    """Runs schemathesis against the description `base` answers to OPTIONS /; returns (requests, problems)."""
+    schema = schemathesis.openapi.from_dict(description(base), config=port_config(base, examples))
+    sent, problems = 0, []
+    for event in schemathesis.engine.from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished):
+            sent += len(event.recorder.interactions)
+            PHASES[str(event.phase)] = PHASES.get(str(event.phase), 0) + len(event.recorder.interactions)
+            for checks in event.recorder.checks.values():
+                for check in checks:
+                    if check.failure_info is not None:
+                        problems.append(f"{event.label}: {check.name}: {check.failure_info.failure.title}\n"
+                                        f"{check.failure_info.failure.message}\n{check.failure_info.code_sample}")
+        elif isinstance(event, events.NonFatalError):
+            problems.append(f"{event.label}: {type(event.value).__name__}: {event.value}\n{event.info.code_sample or ''}")
+        elif isinstance(event, events.FatalError):
+            problems.append(f"schemathesis failed: {event.exception!r}")
+    return sent, problems
+
+
+@pytest.fixture(scope="module")
+def examples(server: harness.Server) -> int:
+    """Random cases per operation: CASES spread over the operations of all three ports."""
+    operations = sum(len(methods) for port in PORTS
+                     for methods in description(getattr(server, f"{port}_url"))["paths"].values())
+    return max(1, CASES // operations)
+
+
+@pytest.mark.parametrize("port", PORTS)
+def test_fuzz(server: harness.Server, examples: int, port: str) -> None:
+    t0 = time.monotonic()
+    sent, problems = fuzz(getattr(server, f"{port}_url"), examples)
+    STATS[port] = sent
+    print(f"{port}: {sent} requests in {time.monotonic() - t0:.1f} s (seed {SEED}) {PHASES}")
+    assert sent > 0
+    assert not problems, "\n\n".join(dict.fromkeys(problems))
