@@ -5,10 +5,14 @@ description it answers to ``OPTIONS /`` drives schemathesis: every documented op
 seeded cases (valid and invalid parameters, bodies, media types). Each answer must come within
 the request timeout, have a status the description documents for that operation (5xx included),
 a documented media type and a body matching the documented schema; invalid input must get a 4xx;
-no answer may be an unexpected exception ("Internal error"). The server answers /ping at the end.
+no answer may be an unexpected exception ("Internal error"), none may take longer than the request
+timeout (a hang). At the end the server still answers /ping and has logged no escaped exception.
 
-The bounded run takes a few hundred cases; ``TSERVE_FUZZ_CASES=5000`` runs a longer one and
-``TSERVE_FUZZ_SEED`` picks another seed (docs/reliability.md).
+Each port gets schemathesis' coverage phase (boundary and invalid values for every parameter and
+body, derived from the description: the same cases every run), then TSERVE_FUZZ_CASES random
+cases (default 300) spread over all operations, then stateful sequences, all seeded by
+TSERVE_FUZZ_SEED (default 16): about 1300 requests in all. ``TSERVE_FUZZ_CASES=5000`` is the longer
+run (docs/reliability.md).
 
 Management operations run for real: registrations (from the model store only: allowed_urls
 admits nothing else), scaling (capped by max_workers_per_model and max_workers, so fuzzed worker
@@ -39,8 +43,6 @@ CASES = int(os.environ.get("TSERVE_FUZZ_CASES", "300"))
 SEED = int(os.environ.get("TSERVE_FUZZ_SEED", "16"))
 # an answer slower than this is a hang (the slowest legitimate one starts a worker: about 5 s here)
 REQUEST_TIMEOUT_S = 30
-STATS: dict[str, int] = {}
-PHASES: dict[str, int] = {}
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +59,31 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         "allowed_urls": f"file://{store}/.*",
         "max_request_size": 1048576,
     }
-    with harness.Server(store, config=config) as s:
+    # every buffer tracked (not 1 %): a buffer a malformed request leaves unreleased is reported
+    # in ts_log.log once collected (test_server_survives_the_fuzzing reads it)
+    leaks = {"JAVA_TOOL_OPTIONS": "-Dio.netty.leakDetection.level=paranoid"}
+    with harness.Server(store, config=config, env=leaks) as s:
         yield s
-        # whatever the fuzzing did (the echo model may be gone), the server still answers
-        r = requests.get(s.inference_url + "/ping", timeout=10)
-        assert r.status_code in (200, 500), r.text
-        assert "status" in r.json()
-        assert s.proc is not None and s.proc.poll() is None, "the server exited during fuzzing"
+
+
+@schemathesis.check
+def no_internal_error(ctx, response, case) -> None:
+    """A 5xx the description documents (a handler failure, no worker) is fine; an escaped exception never is."""
+    if response.status_code >= 500:
+        try:
+            body = response.json()
+            # TorchServe's {"code", "type", "message"}, or OpenAI's {"error": {"message", ...}}
+            message = str(body.get("message") or body.get("error", {}).get("message", ""))
+        except (ValueError, AttributeError):
+            message = response.text
+        assert not message.startswith("Internal error"), f"unexpected exception: {message[:500]}"
+
+
+# built-in checks left out: the server answers some routes to any method like TorchServe (/ping,
+# /predictions), and valid input may be refused for the server's state (a worker cap, a duplicate
+# version, token authorization off), which a description cannot express
+CHECKS_OFF = ("not_a_server_error", "positive_data_acceptance", "unsupported_method", "allow_header_conformance",
+              "use_after_free", "ensure_resource_availability", "ignored_auth", "missing_required_header")
 
 
 def port_config(base_url: str, examples: int) -> schemathesis.Config:
@@ -140,24 +160,6 @@ def test_bad_percent_escapes_get_400(server: harness.Server, port: str, target: 
     assert "%25" in body["message"]
 
 
-@schemathesis.check
-def no_internal_error(ctx, response, case) -> None:
-    """A 5xx the description documents (a handler failure, no worker) is fine; an escaped exception never is."""
-    if response.status_code >= 500:
-        try:
-            message = str(response.json().get("message", ""))
-        except ValueError:
-            message = response.text
-        assert not message.startswith("Internal error"), f"unexpected exception: {message[:500]}"
-
-
-# built-in checks left out: the server answers some routes to any method like TorchServe (/ping,
-# /predictions), and valid input may be refused for the server's state (a worker cap, a duplicate
-# version, token authorization off), which a description cannot express
-CHECKS_OFF = ("not_a_server_error", "positive_data_acceptance", "unsupported_method", "allow_header_conformance",
-              "use_after_free", "ensure_resource_availability", "ignored_auth", "missing_required_header")
-
-
 def description(base: str) -> dict:
     """The OpenAPI description a port answers to OPTIONS /."""
     r = requests.options(base + "/", timeout=10)
@@ -165,14 +167,18 @@ def description(base: str) -> dict:
     return r.json()
 
 
-def fuzz(base: str, examples: int) -> tuple[int, list[str]]:
-    """Runs schemathesis against the description `base` answers to OPTIONS /; returns (requests, problems)."""
+def fuzz(base: str, examples: int) -> tuple[dict[str, int], list[str]]:
+    """Runs schemathesis against the description `base` answers to OPTIONS /.
+
+    Returns the requests sent per phase (coverage, fuzzing, stateful) and the problems found.
+    """
     schema = schemathesis.openapi.from_dict(description(base), config=port_config(base, examples))
-    sent, problems = 0, []
+    sent: dict[str, int] = {}
+    problems: list[str] = []
     for event in schemathesis.engine.from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished):
-            sent += len(event.recorder.interactions)
-            PHASES[str(event.phase)] = PHASES.get(str(event.phase), 0) + len(event.recorder.interactions)
+            phase = str(event.phase.value if hasattr(event.phase, "value") else event.phase)
+            sent[phase] = sent.get(phase, 0) + len(event.recorder.interactions)
             for checks in event.recorder.checks.values():
                 for check in checks:
                     if check.failure_info is not None:
@@ -197,7 +203,19 @@ def examples(server: harness.Server) -> int:
 def test_fuzz(server: harness.Server, examples: int, port: str) -> None:
     t0 = time.monotonic()
     sent, problems = fuzz(getattr(server, f"{port}_url"), examples)
-    STATS[port] = sent
-    print(f"{port}: {sent} requests in {time.monotonic() - t0:.1f} s (seed {SEED}) {PHASES}")
-    assert sent > 0
+    print(f"\n{port}: {sum(sent.values())} requests {sent} in {time.monotonic() - t0:.1f} s, seed {SEED}")
+    assert sum(sent.values()) > 0
     assert not problems, "\n\n".join(dict.fromkeys(problems))
+
+
+def test_server_survives_the_fuzzing(server: harness.Server) -> None:
+    # whatever the fuzzing did (the echo model may be gone), the server still answers
+    assert server.proc is not None and server.proc.poll() is None, "the server exited during fuzzing"
+    r = requests.get(server.inference_url + "/ping", timeout=10)
+    assert r.status_code in (200, 500), r.text
+    assert r.json()["status"] in ("Healthy", "Partial Healthy", "Unhealthy")
+    # an exception that escaped a route is logged by the router or the management executor, a
+    # buffer never released by Netty's leak detector
+    escaped = [line[:2000] for line in server.logs().splitlines() if "[ERROR]" in line
+               and any(who in line for who in ("RequestHandler", "ManagementApi", "ResourceLeakDetector"))]
+    assert not escaped, "\n".join(escaped[:20])

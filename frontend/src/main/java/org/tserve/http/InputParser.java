@@ -1,8 +1,12 @@
 package org.tserve.http;
 
 import io.netty.buffer.ByteBufUtil;
+import io.netty.buffer.Unpooled;
+import io.netty.handler.codec.http.DefaultHttpRequest;
+import io.netty.handler.codec.http.DefaultLastHttpContent;
 import io.netty.handler.codec.http.FullHttpRequest;
 import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpUtil;
 import io.netty.handler.codec.http.QueryStringDecoder;
 import io.netty.handler.codec.http.multipart.Attribute;
@@ -71,9 +75,16 @@ final class InputParser {
                     + "parameter (got " + LogText.quote(contentType) + ")");
         }
         List<Part> parts = new ArrayList<>();
+        // Netty's decoder (4.1.48) loses buffers when it fails: built on the full request it
+        // decodes in its constructor (no destroy() possible), and destroy() misses the part being
+        // decoded. Fed a heap copy of the body, whatever it loses is garbage-collected memory; built
+        // on the head alone and fed the body afterwards, it can always be destroyed. Before, every
+        // malformed body leaked pooled direct memory.
+        HttpRequest head = new DefaultHttpRequest(req.protocolVersion(), req.method(), req.uri(), req.headers());
         HttpPostRequestDecoder dec = null;
         try {
-            dec = new HttpPostRequestDecoder(new DefaultHttpDataFactory(false), req, StandardCharsets.UTF_8);
+            dec = new HttpPostRequestDecoder(new DefaultHttpDataFactory(false), head, StandardCharsets.UTF_8);
+            dec.offer(new DefaultLastHttpContent(Unpooled.wrappedBuffer(ByteBufUtil.getBytes(req.content()))));
             for (InterfaceHttpData d : dec.getBodyHttpDatas()) {
                 if (d instanceof FileUpload) {
                     FileUpload f = (FileUpload) d;

@@ -120,7 +120,8 @@ final class OpenApiBuilder {
             x.addProperty("name", name);
             x.addProperty("description", description);
             x.addProperty("required", required);
-            if (in.equals("query") && !required) {
+            boolean array = schema.has("type") && schema.get("type").getAsString().equals("array");
+            if (in.equals("query") && !required && !array) {
                 x.addProperty("allowEmptyValue", true);   // name= counts as not given (Params)
             }
             x.add("schema", schema);

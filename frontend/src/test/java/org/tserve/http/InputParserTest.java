@@ -4,6 +4,9 @@ import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertTrue;
 import static org.junit.Assert.fail;
 
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.PoolArenaMetric;
+import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.buffer.Unpooled;
 import io.netty.handler.codec.http.DefaultFullHttpRequest;
 import io.netty.handler.codec.http.FullHttpRequest;
@@ -70,6 +73,41 @@ public class InputParserTest {
         // bytes that hold no part were dropped: the handler got no input at all
         assert400("multipart/form-data; boundary=XX", "--XX\r\nTrue--XX--\r\n", "no part found");
         assert400("multipart/form-data; boundary=XX", "garbage", "no part found");
+    }
+
+    /**
+     * A multipart body that fails after some parts were decoded releases them: the body comes from
+     * an allocator of the test's own, which must end with no buffer in use.
+     */
+    @Test
+    public void aFailedMultipartDecodeReleasesWhatItDecoded() {
+        // no thread caches: a released buffer goes back to its arena at once (the count is exact)
+        PooledByteBufAllocator alloc = new PooledByteBufAllocator(true, 0, 1, 8192, 11, 0, 0, 0, false);
+        String good = "--XX\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n" + "v".repeat(4096) + "\r\n";
+        String[] bodies = {
+            good + "--XX\r\nContent-Disposition: form-data; name=\"b\"\r\nContent-Type: multipart/mixed\r\n\r\nw\r\n--XX--\r\n",
+            good + "--XX\r\nContent-Disposition: form-data; name=\"b\"; filename=\"f\"\r\n"
+                + "Content-Type: text/plain; charset=bogus\r\n\r\nw\r\n--XX--\r\n",
+        };
+        for (String body : bodies) {
+            ByteBuf content = alloc.directBuffer();
+            content.writeCharSequence(body, StandardCharsets.UTF_8);
+            FullHttpRequest r = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.POST, "/predictions/m", content);
+            r.headers().set("Content-Type", "multipart/form-data; boundary=XX");
+            try {
+                InputParser.parts(r);
+                fail("accepted " + body);
+            } catch (HttpError e) {
+                assertEquals(400, e.getStatus());
+            } finally {
+                r.release();
+            }
+        }
+        long inUse = 0;
+        for (PoolArenaMetric arena : alloc.metric().directArenas()) {
+            inUse += arena.numActiveAllocations();
+        }
+        assertEquals("buffers left unreleased", 0, inUse);
     }
 
     @Test
