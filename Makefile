@@ -75,4 +75,4 @@ lint: install
 	@$(GRADLE) lintJava 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
 clean:
-	rm -rf build frontend/build $(JAR) .pytest_cache .coverage .coverage.*
+	rm -rf build frontend/build $(JAR) .pytest_cache .hypothesis .coverage .coverage.*

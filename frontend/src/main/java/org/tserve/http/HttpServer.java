@@ -72,8 +72,9 @@ public final class HttpServer {
     }
 
     private void bind(String key, ConfigManager.Address a, ConnectorType type) throws InterruptedException {
-        InferenceApi inference = new InferenceApi(models);
-        ManagementApi management = new ManagementApi(models, cfg, tokens, blocking);
+        ApiDescription description = new ApiDescription(tokens.isEnabled(), models.memberJobs().enabled());
+        InferenceApi inference = new InferenceApi(models, description);
+        ManagementApi management = new ManagementApi(models, cfg, tokens, blocking, description);
         int maxRequest = cfg.getInt("max_request_size");
         int maxConnections = cfg.getInt("max_connections");
         int idle = cfg.getInt("connection_idle_timeout");
@@ -93,7 +94,7 @@ public final class HttpServer {
                         ch.pipeline().addLast(new HttpServerCodec(8192, 65536, 65536));
                         ch.pipeline().addLast(guard.messages());
                         ch.pipeline().addLast(new SizeLimitedAggregator(maxRequest));
-                        ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, inference, management, extensions));
+                        ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, inference, management, extensions, description));
                     }
                 });
         try {

@@ -26,10 +26,12 @@ final class InferenceApi {
         "invocations", "api-description", "metrics", "token", "workflows", "wfpredict");
     private final ModelManager models;
     private final OpenAiApi openAi;
+    private final ApiDescription description;
 
-    InferenceApi(ModelManager models) {
+    InferenceApi(ModelManager models, ApiDescription description) {
         this.models = models;
-        this.openAi = new OpenAiApi(models);
+        this.description = description;
+        this.openAi = new OpenAiApi(models, description);
     }
 
     /** Handles the request if it is an inference route; returns false otherwise. */
@@ -58,7 +60,7 @@ final class InferenceApi {
                     return false;
                 }
                 if (req.method().equals(HttpMethod.OPTIONS)) {
-                    ex.sendJson(200, ApiDescription.inference());
+                    ex.sendJson(200, description.inference());
                     return true;
                 }
                 String version = seg.length > 2 ? seg[2] : null;

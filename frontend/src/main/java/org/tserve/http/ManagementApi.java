@@ -32,8 +32,11 @@ final class ManagementApi {
     private final ConfigManager cfg;
     private final TokenAuthorization tokens;
     private final ExecutorService blocking;
+    private final ApiDescription description;
 
-    ManagementApi(ModelManager models, ConfigManager cfg, TokenAuthorization tokens, ExecutorService blocking) {
+    ManagementApi(ModelManager models, ConfigManager cfg, TokenAuthorization tokens, ExecutorService blocking,
+                  ApiDescription description) {
+        this.description = description;
         this.models = models;
         this.cfg = cfg;
         this.tokens = tokens;
@@ -103,7 +106,7 @@ final class ManagementApi {
                 ex.sendStatus(r.status(), r.message());
             });
         } else if (m.equals(HttpMethod.OPTIONS)) {
-            ex.sendJson(200, ApiDescription.management());
+            ex.sendJson(200, description.management());
         } else {
             throw HttpError.methodNotAllowed();
         }

@@ -35,9 +35,11 @@ final class OpenAiApi {
     static final String HEADER = "x-tserve-openai";
 
     private final ModelManager models;
+    private final ApiDescription description;
 
-    OpenAiApi(ModelManager models) {
+    OpenAiApi(ModelManager models, ApiDescription description) {
         this.models = models;
+        this.description = description;
     }
 
     /**
@@ -85,7 +87,7 @@ final class OpenAiApi {
     /** Answers (or submits) a request on {@code route}; its exchange already gives OpenAI-shaped errors. */
     void handle(Exchange ex, FullHttpRequest req, Route route) throws HttpError {
         if (req.method().equals(HttpMethod.OPTIONS)) {
-            ex.sendJson(200, ApiDescription.inference());
+            ex.sendJson(200, description.inference());
             return;
         }
         if (route.endpoint().equals("models")) {

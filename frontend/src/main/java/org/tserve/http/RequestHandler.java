@@ -15,6 +15,7 @@ import org.tserve.ServerExtension;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.auth.TokenAuthorization.KeyType;
 import org.tserve.config.ConfigManager;
+import org.tserve.util.LogText;
 
 /** Routes one connector's requests: API description, token check, then its API; else 404. */
 final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
@@ -25,9 +26,11 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
     private final InferenceApi inference;
     private final ManagementApi management;
     private final List<ServerExtension> extensions;
+    private final ApiDescription description;
 
     RequestHandler(ConnectorType type, ConfigManager cfg, TokenAuthorization tokens, InferenceApi inference,
-                   ManagementApi management, List<ServerExtension> extensions) {
+                   ManagementApi management, List<ServerExtension> extensions, ApiDescription description) {
+        this.description = description;
         this.type = type;
         this.cfg = cfg;
         this.tokens = tokens;
@@ -47,6 +50,22 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
         return out.toArray(new String[0]);
     }
 
+    /**
+     * The path's segments, with the query parameters decoded once here too (QueryStringDecoder
+     * keeps them): a {@code %} not followed by two hex digits is a 400 for every route, never an
+     * exception inside one.
+     */
+    private static String[] decode(String uri, QueryStringDecoder q) throws HttpError {
+        try {
+            String[] seg = segments(q.rawPath());
+            q.parameters();
+            return seg;
+        } catch (IllegalArgumentException e) {
+            throw new HttpError(400, "BadRequestException", "Invalid URI " + LogText.quote(uri) + ": " + e.getMessage()
+                    + " (a % must start a %XX escape of two hex digits: write a literal % as %25)");
+        }
+    }
+
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
         Exchange ex = new Exchange(ctx, req, cfg);
@@ -55,10 +74,10 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 throw new HttpError(400, "Invalid HTTP request: " + req.decoderResult().cause());
             }
             QueryStringDecoder q = new QueryStringDecoder(req.uri());
-            String[] seg = segments(q.rawPath());
+            String[] seg = decode(req.uri(), q);
             if ((seg.length == 0 && req.method().equals(HttpMethod.OPTIONS))
                     || (seg.length == 1 && seg[0].equals("api-description"))) {
-                ex.sendJson(200, ApiDescription.forConnector(type));
+                ex.sendJson(200, description.forConnector(type));
                 return;
             }
             if (seg.length == 0) {
