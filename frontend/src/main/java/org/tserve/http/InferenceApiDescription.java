@@ -51,6 +51,9 @@ final class InferenceApiDescription {
             handlerRoute(d.op("post", "/v1/models/{model_name}:" + op, "kserve" + capital(op), "KServe v1 " + op
                     + " on the default version (the kserve envelope reads the body).").path(MODEL, MODEL_DOC));
         }
+        d.op("get", "/v1/models/{model_name}", "kserveModelReady", "KServe v1 model readiness: 503 while no worker "
+                + "of the default version is READY (a ':suffix' on the name is ignored).").path(MODEL, MODEL_DOC)
+                .json(200, "Ready", "V2ModelReady").json(503, "Not ready", "V2ModelReady").errors(401, 404, 429);
         kserveV2(d);
         handlerRoute(d.op("post", "/invocations", "invocations", "SageMaker: every query parameter and form field "
                 + "becomes a handler input; the model is model_name (query or form), else the only registered model.")
@@ -106,6 +109,28 @@ final class InferenceApiDescription {
             for (String op : new String[] {"infer", "explain"}) {
                 handlerRoute(withPath(d.op("post", prefixes[i] + "/" + op, ids[i] + capital(op), "OIP " + op
                         + " (the kservev2 envelope reads the InferenceRequest)."), versioned));
+            }
+            generate(d, prefixes[i], ids[i], versioned);
+        }
+    }
+
+    /** The OIP generate extension: errors are {@code {"error": "..."}} on these routes (KServeGenerate). */
+    private static void generate(OpenApiBuilder d, String prefix, String id, boolean versioned) {
+        String error = "{\"type\": \"object\", \"required\": [\"error\"], \"properties\": {\"error\": {\"type\": "
+                + "\"string\"}}}";
+        String body = "{\"type\": \"object\", \"required\": [\"text_input\"], \"properties\": {\"text_input\": {"
+                + "\"type\": \"string\"}, \"parameters\": {\"type\": \"object\", \"nullable\": true}}}";
+        for (String op : new String[] {"generate", "generate_stream"}) {
+            OpenApiBuilder.Op o = withPath(d.op("post", prefix + "/" + op, id + (op.equals("generate") ? "Generate"
+                    : "GenerateStream"), op.equals("generate") ? "OIP generate extension: text_input in, text_output out "
+                    + "(the model's handler reads the body)." : "OIP generate extension, streamed as Server-Sent Events "
+                    + "(one text_output per event, done on the last)."), versioned)
+                    .body(true, "A generate request: the frontend checks its shape (422), the model's handler the "
+                            + "parameters.", "application/json", body)
+                    .handlerAnswer(200, "The handler's generate answer (JSON), or text/event-stream for generate_stream")
+                    .json(413, OpenApiBuilder.meaning(413), ERROR);
+            for (int c : new int[] {400, 401, 404, 422, 429, 500, 503, 504, 507}) {
+                o.jsonInline(c, OpenApiBuilder.meaning(c), error);
             }
         }
     }

@@ -92,10 +92,11 @@ final class ManagementApiDescription {
         }
         model(d.op("put", "/models/{model_name}/{model_version}/set-default", "setDefault", "Make a version the "
                 + "default."), true).json(200, "Default version updated", STATUS).errors(401, 404, 429);
-        d.op("get", "/v1/models/{model_name}", "kserveModelReady", "KServe v1 model readiness (a ':suffix' on the name "
-                + "is ignored).").path(MODEL, "Name of the model.").jsonInline(200, "Readiness", "{\"type\": \"object\", "
-                + "\"required\": [\"name\", \"ready\"], \"properties\": {\"name\": {\"type\": \"string\"}, \"ready\": {"
-                + "\"type\": \"boolean\"}}}").errors(401, 404, 429);
+        String ready = "{\"type\": \"object\", \"required\": [\"name\", \"ready\"], \"properties\": {\"name\": {"
+                + "\"type\": \"string\"}, \"ready\": {\"type\": \"boolean\"}}}";
+        d.op("get", "/v1/models/{model_name}", "kserveModelReady", "KServe v1 model readiness: 503 while no worker "
+                + "of the default version is READY (a ':suffix' on the name is ignored).").path(MODEL, "Name of the model.")
+                .jsonInline(200, "Ready", ready).jsonInline(503, "Not ready", ready).errors(401, 404, 429);
         d.op("post", "/token", "rotateToken", "Regenerate the management or inference key (token authorization on; "
                 + "needs the API key). With token authorization off: 400.")
                 .querySchema("type", "{\"type\": \"string\", \"enum\": [\"management\", \"inference\"]}",
