@@ -54,6 +54,7 @@ public final class ConfigKeys {
         k("keystore_pass", Type.STRING, "changeit");
         k("keystore_type", Type.STRING, "PKCS12");
         k("model_store", Type.STRING, null);
+        k("workflow_store", Type.STRING, null);   // where POST /workflows looks for .war files; default model_store
         k("load_models", Type.STRING, null);
         k("models", Type.STRING, null);
         k("default_workers_per_model", Type.INT, "0");
@@ -139,7 +140,6 @@ public final class ConfigKeys {
         ignored("model_snapshot", Type.STRING, null);
         k("vmargs", Type.STRING, null);    // JVM options, read by the torchserve launcher
         ignored("plugins_path", Type.STRING, null);
-        ignored("workflow_store", Type.STRING, null);
     }
 
     private ConfigKeys() {

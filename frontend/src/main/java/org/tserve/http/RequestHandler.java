@@ -24,15 +24,17 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
     private final TokenAuthorization tokens;
     private final InferenceApi inference;
     private final ManagementApi management;
+    private final WorkflowApi workflows;
     private final List<ServerExtension> extensions;
 
     RequestHandler(ConnectorType type, ConfigManager cfg, TokenAuthorization tokens, InferenceApi inference,
-                   ManagementApi management, List<ServerExtension> extensions) {
+                   ManagementApi management, WorkflowApi workflows, List<ServerExtension> extensions) {
         this.type = type;
         this.cfg = cfg;
         this.tokens = tokens;
         this.inference = inference;
         this.management = management;
+        this.workflows = workflows;
         this.extensions = extensions;
     }
 
@@ -80,7 +82,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             }
             if (inferenceRoute) {
                 authorize(ctx, req, KeyType.INFERENCE);
-                if (inference.handle(ex, req, seg, q)) {
+                if (inference.handle(ex, req, seg, q) || workflows.handleInference(ex, req, seg)) {
                     return;
                 }
             }
@@ -90,7 +92,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 } else {
                     authorize(ctx, req, seg[0].equals("token") && seg.length == 1 ? KeyType.API : KeyType.MANAGEMENT);
                 }
-                if (management.handle(ex, req, seg, q)) {
+                if (management.handle(ex, req, seg, q) || workflows.handleManagement(ex, req, seg, q)) {
                     return;
                 }
             }
@@ -118,6 +120,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                         && (seg[2].endsWith(":predict") || seg[2].endsWith(":explain"));
             case "v2":
             case "invocations":
+            case "wfpredict":
                 return true;
             case "models":
                 return seg.length == 3 && seg[2].equals("invoke");
