@@ -7,6 +7,7 @@ a failing node (its status, naming the node), a duplicate name (409).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -22,18 +23,16 @@ from workflow_archiver.workflow_packaging import package_workflow
 
 pytestmark = pytest.mark.slow
 
-HERE = Path(__file__).resolve().parent
-FUNCTIONS = HERE / "workflow" / "functions.py"
-SPEC = HERE / "workflow" / "spec.yaml"
+EXAMPLE = harness.REPO / "examples" / "workflow"
+FUNCTIONS = EXAMPLE / "workflow_handler.py"
+SPEC = EXAMPLE / "spec.yaml"
+FAILING = Path(__file__).resolve().parent / "workflow" / "failing.py"
 
 
-def war(store: Path, name: str, spec_text: str | None = None, tmp: Path | None = None) -> Path:
-    spec = SPEC
-    if spec_text is not None:
-        assert tmp is not None
-        spec = tmp / f"{name}.yaml"
-        spec.write_text(spec_text)
-    return Path(package_workflow(WorkflowArchiverConfig(workflow_name=name, spec_file=str(spec), handler=str(FUNCTIONS),
+def war(store: Path, name: str, spec_text: str, tmp: Path, handler: Path = FUNCTIONS) -> Path:
+    spec = tmp / f"{name}.yaml"
+    spec.write_text(spec_text)
+    return Path(package_workflow(WorkflowArchiverConfig(workflow_name=name, spec_file=str(spec), handler=str(handler),
                                                         export_path=str(store), force=True)))
 
 
@@ -43,16 +42,16 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     workflows = tmp_path_factory.mktemp("workflows")
     specs = tmp_path_factory.mktemp("specs")
     for name in ("upper", "count"):
-        harness.build_mar(models, name, HERE / "handlers" / "workflow_model_handler.py")
+        harness.build_mar(models, name, EXAMPLE / "text_handler.py")
     # the main workflow through the command line, as a user builds it
     cli = subprocess.run([sys.executable, "-m", "workflow_archiver", "--workflow-name", "wf", "--spec-file", str(SPEC),
                           "--handler", str(FUNCTIONS), "--export-path", str(workflows)], capture_output=True, text=True,
                          timeout=60)
     assert cli.returncode == 0, cli.stderr
-    war(workflows, "cycle", "dag:\n  pre: [post]\n  post: [boom]\n  boom: [pre]\n", specs)
+    war(workflows, "cycle", "models:\n  upper:\n    url: upper.mar\ndag:\n  pre: [upper]\n  upper: [post]\n  post: [pre]\n", specs)
     war(workflows, "nofn", "dag:\n  pre: [missing_fn]\n", specs)
     war(workflows, "nomar", "models:\n  upper:\n    url: upper.mar\n  gone:\n    url: gone.mar\ndag:\n  pre: [upper, gone]\n", specs)
-    war(workflows, "failing", "models:\n  retry-attempts: 0\ndag:\n  pre: [boom]\n", specs)
+    war(workflows, "failing", "models:\n  retry-attempts: 0\ndag:\n  boom: []\n", specs, FAILING)
     return models, workflows
 
 
@@ -78,10 +77,9 @@ def model_names(server: harness.Server) -> set[str]:
 
 def test_archive_layout(stores: tuple[Path, Path]) -> None:
     with zipfile.ZipFile(stores[1] / "wf.war") as z:
-        assert sorted(z.namelist()) == ["WAR-INF/MANIFEST.json", "functions.py", "spec.yaml"]
-        import json
+        assert sorted(z.namelist()) == ["WAR-INF/MANIFEST.json", "spec.yaml", "workflow_handler.py"]
         manifest = json.loads(z.read("WAR-INF/MANIFEST.json"))
-    assert manifest["workflow"] == {"workflowName": "wf", "specFile": "spec.yaml", "handler": "functions.py"}
+    assert manifest["workflow"] == {"workflowName": "wf", "specFile": "spec.yaml", "handler": "workflow_handler.py"}
     assert manifest["createdOn"] and manifest["archiverVersion"]
 
 
@@ -143,7 +141,7 @@ def test_bad_workflow_is_400_and_leaves_nothing(server: harness.Server, url: str
 def test_cycle_message_names_the_cycle(server: harness.Server) -> None:
     message = mgmt(server, "POST", "/workflows", params={"url": "cycle.war"}).json()["message"]
     cycle = message.split("dag has a cycle: ")[1].split(" (")[0].split(" -> ")
-    assert cycle[0] == cycle[-1] and sorted(cycle[:-1]) == ["boom", "post", "pre"]
+    assert cycle[0] == cycle[-1] and sorted(cycle[:-1]) == ["post", "pre", "upper"]
 
 
 def test_failing_node_answers_its_error(server: harness.Server) -> None:
