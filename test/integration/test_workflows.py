@@ -2,7 +2,7 @@
 them from the workflow store (every node becomes a model <workflow>__<node>), /wfpredict runs the
 DAG pre -> (upper, count in parallel) -> post, and the errors: a cycle, a node that is neither a
 model nor a function, a missing .mar (400, nothing left registered), an unknown workflow (404),
-a failing node (its status, naming the node), a duplicate name (409).
+a failing node (its status, naming the node), a duplicate name (409), the model API switched off (405).
 """
 
 from __future__ import annotations
@@ -156,3 +156,12 @@ def test_failing_node_answers_its_error(server: harness.Server) -> None:
         assert r.status_code == 409 and "already registered" in r.json()["message"]
     finally:
         assert mgmt(server, "DELETE", "/workflows/failing").status_code == 200
+
+
+def test_registering_needs_the_model_api(stores: tuple[Path, Path]) -> None:
+    models, workflows = stores
+    with harness.Server(models, {"workflow_store": str(workflows)}, model_api=False) as s:
+        r = mgmt(s, "POST", "/workflows", params={"url": "wf.war"})
+        assert r.status_code == 405 and "enable_model_api" in r.json()["message"]
+        assert mgmt(s, "DELETE", "/workflows/wf").status_code == 405
+        assert mgmt(s, "GET", "/workflows").json() == {"workflows": []}
