@@ -1,7 +1,7 @@
 """Packaging: `pip install .` builds the Java frontend with Gradle and ships its jar inside `ts`.
 
 Everything else lives in pyproject.toml; this file only adds the build step and the
-`model_archiver` package, whose sources sit in `model-archiver/` as in TorchServe's tree.
+`model_archiver` and `workflow_archiver` packages, whose sources sit in `model-archiver/` as in TorchServe's tree.
 """
 
 import os
@@ -32,8 +32,9 @@ class BuildFrontend(build_py):
 
 
 setup(
-    packages=find_packages(include=["ts", "ts.*"]) + find_packages("model-archiver", include=["model_archiver", "model_archiver.*"]),
-    package_dir={"model_archiver": "model-archiver/model_archiver"},
+    packages=find_packages(include=["ts", "ts.*"])
+    + find_packages("model-archiver", include=["model_archiver", "model_archiver.*", "workflow_archiver", "workflow_archiver.*"]),
+    package_dir={"model_archiver": "model-archiver/model_archiver", "workflow_archiver": "model-archiver/workflow_archiver"},
     package_data={"ts": ["version.txt", "frontend/*.jar", "configs/*.yaml", "configs/*.properties"]},
     include_package_data=True,
     cmdclass={"build_py": BuildFrontend},

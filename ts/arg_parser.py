@@ -19,7 +19,7 @@ class ArgParser:
         action.add_argument("--stop", action="store_true", help="stop the running model server and its workers")
         parser.add_argument("--ts-config", dest="ts_config", help="configuration file (config.properties)")
         parser.add_argument("--model-store", dest="model_store", help="directory holding model archives")
-        parser.add_argument("--workflow-store", dest="workflow_store", help="not supported by tserve")
+        parser.add_argument("--workflow-store", dest="workflow_store", help="folder of workflow archives (.war); default: model store")
         parser.add_argument("--models", nargs="+", help="models to load at startup: NAME=ARCHIVE, ARCHIVE or 'all'")
         parser.add_argument("--log-config", dest="log_config", help="TorchServe log4j2 XML file: its logger levels apply")
         parser.add_argument("--cpp-log-config", dest="cpp_log_config", help=argparse.SUPPRESS)

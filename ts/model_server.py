@@ -118,6 +118,7 @@ def build_java_command(
     tmp_dir: Path | None = None,
     log_config: Path | None = None,
     member_of: str | None = None,
+    workflow_store: Path | None = None,
 ) -> list[str]:
     """The frontend's command line; the test harness uses this same function."""
     java = java or find_java()
@@ -133,6 +134,8 @@ def build_java_command(
         cmd += ["-f", str(ts_config)]
     if model_store is not None:
         cmd += ["-s", str(model_store)]
+    if workflow_store is not None:
+        cmd += ["-w", str(workflow_store)]
     for model in models or []:
         cmd += ["-m", model]
     if no_config_snapshots:
@@ -220,11 +223,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _resolve_start(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """Validate the start options and return the frontend command and the config it read."""
-    if args.workflow_store:
-        raise LauncherError(
-            "--workflow-store: workflows are not supported by tserve (TorchServe 0.12 disabled workflow registration too); "
-            "remove the option."
-        )
     if args.plugins_path:
         raise LauncherError("--plugins-path: Java frontend plugins are not supported by tserve; remove the option.")
     config_path = os.environ.get("TS_CONFIG_FILE") or args.ts_config
@@ -243,6 +241,12 @@ def _resolve_start(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
     model_store = Path(store).resolve()
     if not model_store.is_dir():
         raise LauncherError(f"--model-store {store}: directory not found; create it or point to the folder holding your .mar files.")
+    workflow_store = None
+    if args.workflow_store:
+        workflow_store = Path(args.workflow_store).resolve()
+        if not workflow_store.is_dir():
+            raise LauncherError(f"--workflow-store {args.workflow_store}: directory not found; create it or point to the folder "
+                                "holding your .war files.")
     models = validate_models(args.models or [])
     vmargs = props["vmargs"].split() if props.get("vmargs") else None
     cmd = build_java_command(
@@ -255,6 +259,7 @@ def _resolve_start(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
         vmargs=vmargs,
         log_config=Path(args.log_config) if args.log_config else None,
         member_of=args.member_of,
+        workflow_store=workflow_store,
     )
     return cmd, props
 

@@ -132,10 +132,10 @@ def test_model_store_missing(tmp_path: Path, cli_env: dict[str, str]) -> None:
     assert "Missing --model-store" in result.stderr
 
 
-def test_workflow_store_refused(tmp_path: Path, cli_env: dict[str, str]) -> None:
-    result = run_cli(["--start", "--model-store", str(tmp_path), "--workflow-store", str(tmp_path)], cli_env, tmp_path)
+def test_workflow_store_missing(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    result = run_cli(["--start", "--model-store", str(tmp_path), "--workflow-store", str(tmp_path / "nope")], cli_env, tmp_path)
     assert result.returncode == 1
-    assert "workflows are not supported" in result.stderr
+    assert "--workflow-store" in result.stderr and "directory not found" in result.stderr
 
 
 def test_version(tmp_path: Path, cli_env: dict[str, str]) -> None:

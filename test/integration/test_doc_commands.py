@@ -41,6 +41,15 @@ def test_pipelines_page(tmp_path: Path) -> None:
     assert out.count(":0.") >= 1 and "registeredwith1initialworkers" in out   # a top-k of class probabilities
 
 
+def test_workflows_page(tmp_path: Path) -> None:
+    _, result = run_page(tmp_path, DOCS / "workflows.md")
+    out = squeezed(result.stdout)
+    assert '"status":"Workflowtext_statshasbeenregisteredandscaledsuccessfully."' in out
+    assert '"upper":"HELLOWORKFLOWWORLD","words":3' in out
+    assert '"workflowDag":{"pre":["upper","count"],"upper":["post"],"count":["post"],"post":[]}' in out
+    assert '"status":"Workflow\\"text_stats\\"unregistered"' in out
+
+
 def test_kserve_page(tmp_path: Path) -> None:
     _, result = run_page(tmp_path, DOCS / "kserve.md")
     out = squeezed(result.stdout)

@@ -88,7 +88,7 @@ def test_sdist_has_what_the_jar_build_needs(installed: dict[str, Path]) -> None:
     assert not [n for n in names if n.endswith(".jar") or n.startswith("frontend/build/")]
 
 
-def test_wheel_ships_the_jar_and_both_console_scripts(installed: dict[str, Path]) -> None:
+def test_wheel_ships_the_jar_and_the_console_scripts(installed: dict[str, Path]) -> None:
     with zipfile.ZipFile(installed["wheel"]) as wheel:
         jar = wheel.getinfo("ts/frontend/tserve-frontend.jar")
         assert jar.file_size > 1_000_000
@@ -96,6 +96,7 @@ def test_wheel_ships_the_jar_and_both_console_scripts(installed: dict[str, Path]
         text = wheel.read(entry_points).decode()
     assert "torchserve = ts.model_server:start_cli" in text
     assert "torch-model-archiver = model_archiver.model_packaging:generate_model_archive" in text
+    assert "torch-workflow-archiver = workflow_archiver.workflow_packaging:generate_workflow_archive" in text
 
 
 def test_installed_package_serves(installed: dict[str, Path], tmp_path: Path) -> None:
@@ -109,6 +110,8 @@ def test_installed_package_serves(installed: dict[str, Path], tmp_path: Path) ->
     assert (purelib / "ts" / "frontend" / "tserve-frontend.jar").is_file()
 
     version = run([str(venv / "bin" / "torchserve"), "-v"], cwd=tmp_path, env=env, timeout=60).stdout
+    archiver = run([str(venv / "bin" / "torch-workflow-archiver"), "-v"], cwd=tmp_path, env=env, timeout=60).stdout
+    assert archiver.startswith("torch-workflow-archiver ")
     assert version.startswith("TorchServe Version is ") and "tserve" in version
 
     store = tmp_path / "store"

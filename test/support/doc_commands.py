@@ -20,7 +20,8 @@ from pathlib import Path
 import harness
 
 FENCE = re.compile(r"^```([A-Za-z]*)[^\n]*\n(.*?)^```", re.S | re.M)
-NOT_LINKED = {".git", ".venv", "model_store", "logs", "demo", "build", "dist", "key_file.json", ".pytest_cache", ".coverage"}
+NOT_LINKED = {".git", ".venv", "model_store", "workflow_store", "logs", "demo", "build", "dist", "key_file.json", ".pytest_cache",
+              ".coverage"}
 
 SHIM = r'''
 torchserve() {

@@ -217,7 +217,7 @@ public final class ModelServer {
             {"Enable metrics API", cfg.get("enable_metrics_api")},
             {"Metrics mode", cfg.get("metrics_mode").toUpperCase(java.util.Locale.ROOT)},
             {"Disable system metrics", cfg.get("disable_system_metrics")},
-            {"Workflow Store", String.valueOf(cfg.getModelStore())},
+            {"Workflow Store", String.valueOf(cfg.getWorkflowStore())},
             {"Model config", cfg.get("models") == null ? "N/A" : cfg.get("models")},
             {"Model API enabled", String.valueOf(cfg.isModelApiEnabled())},
             {"Token authorization enabled", String.valueOf(cfg.isTokenAuthEnabled())},

@@ -69,7 +69,7 @@ public final class Arguments {
                     break;
                 default:
                     throw new ConfigException("Unknown option " + opt + "; valid options: -f/--ts-config-file, "
-                            + "--python, -m/--models, -s/--model-store, -ncs, -dt/--disable-token-auth, "
+                            + "--python, -m/--models, -s/--model-store, -w/--workflow-store, -ncs, -dt/--disable-token-auth, "
                             + "-mapi/--enable-model-api, --member-of");
             }
         }

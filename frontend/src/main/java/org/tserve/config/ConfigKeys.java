@@ -54,6 +54,7 @@ public final class ConfigKeys {
         k("keystore_pass", Type.STRING, "changeit");
         k("keystore_type", Type.STRING, "PKCS12");
         k("model_store", Type.STRING, null);
+        k("workflow_store", Type.STRING, null);   // where POST /workflows looks for .war files; default model_store
         k("load_models", Type.STRING, null);
         k("models", Type.STRING, null);
         // the models to start with (ModelSnapshot); config snapshots write it, KServe's runtime too
@@ -145,7 +146,6 @@ public final class ConfigKeys {
         ignored("metrics_format", Type.STRING, null);   // in KServe's config.properties; TorchServe reads metrics_mode
         k("vmargs", Type.STRING, null);    // JVM options, read by the torchserve launcher
         ignored("plugins_path", Type.STRING, null);
-        ignored("workflow_store", Type.STRING, null);
     }
 
     private ConfigKeys() {

@@ -115,6 +115,9 @@ public final class ConfigManager {
         if (args.modelStore != null) {
             values.put("model_store", args.modelStore);
         }
+        if (args.workflowStore != null) {
+            values.put("workflow_store", args.workflowStore);
+        }
         if (args.disableTokenAuth) {
             values.put("disable_token_authorization", "true");
         }
@@ -279,6 +282,12 @@ public final class ConfigManager {
     public String getModelStore() {
         String s = get("model_store");
         return s == null || s.isEmpty() ? null : new File(s).getAbsolutePath();
+    }
+
+    /** Where workflow archives (.war) are looked up: workflow_store, else the model store. */
+    public String getWorkflowStore() {
+        String s = get("workflow_store");
+        return s == null || s.isEmpty() ? getModelStore() : new File(s).getAbsolutePath();
     }
 
     public List<String> getStartupModels() {

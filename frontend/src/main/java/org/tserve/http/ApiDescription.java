@@ -21,12 +21,14 @@ record ApiDescription(boolean tokenAuth, boolean clusterMember) {
     JsonObject inference() {
         OpenApiBuilder d = start("Inference API", "TorchServe-compatible inference API served by tserve.");
         InferenceApiDescription.add(d);
+        WorkflowApiDescription.addInference(d);
         return d.json();
     }
 
     JsonObject management() {
         OpenApiBuilder d = start("Management API", "TorchServe-compatible management API served by tserve.");
         ManagementApiDescription.add(d, clusterMember);
+        WorkflowApiDescription.addManagement(d);
         return d.json();
     }
 

@@ -21,6 +21,7 @@ import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.wlm.ModelManager;
+import org.tserve.wlm.workflow.WorkflowRegistry;
 
 /**
  * Binds the inference, management and metrics connectors (one port when two addresses are equal);
@@ -31,6 +32,7 @@ public final class HttpServer {
     private final TokenAuthorization tokens;
     private final ModelManager models;
     private final List<ServerExtension> extensions;
+    private final WorkflowRegistry workflows;
     private final EventLoopGroup boss = new NioEventLoopGroup(1);
     private final EventLoopGroup workers;
     private final ExecutorService blocking = Executors.newCachedThreadPool(r -> {
@@ -49,6 +51,8 @@ public final class HttpServer {
         this.tokens = tokens;
         this.models = models;
         this.extensions = extensions;
+        // workflow archives are extracted beside the models' (<tmpdir>/workflows/<uuid>/)
+        this.workflows = new WorkflowRegistry(models, cfg, java.nio.file.Paths.get(System.getProperty("java.io.tmpdir")));
         this.workers = new NioEventLoopGroup(cfg.getInt("number_of_netty_threads"));
     }
 
@@ -75,6 +79,7 @@ public final class HttpServer {
         ApiDescription description = new ApiDescription(tokens.isEnabled(), models.memberJobs().enabled());
         InferenceApi inference = new InferenceApi(models, description);
         ManagementApi management = new ManagementApi(models, cfg, tokens, blocking, description);
+        WorkflowApi workflowApi = new WorkflowApi(workflows, models, cfg, blocking, description);
         int maxRequest = cfg.getInt("max_request_size");
         int maxConnections = cfg.getInt("max_connections");
         int idle = cfg.getInt("connection_idle_timeout");
@@ -94,7 +99,8 @@ public final class HttpServer {
                         ch.pipeline().addLast(new HttpServerCodec(8192, 65536, 65536));
                         ch.pipeline().addLast(guard.messages());
                         ch.pipeline().addLast(new SizeLimitedAggregator(maxRequest));
-                        ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, inference, management, extensions, description));
+                        ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, inference, management, workflowApi,
+                                extensions, description));
                     }
                 });
         try {
@@ -120,6 +126,7 @@ public final class HttpServer {
     public void shutdown() {
         stopAccepting();
         blocking.shutdownNow();
+        workflows.shutdown();
         boss.shutdownGracefully(0, 1, TimeUnit.SECONDS);
         workers.shutdownGracefully(0, 2, TimeUnit.SECONDS).awaitUninterruptibly(5, TimeUnit.SECONDS);
     }

@@ -265,7 +265,7 @@ final class ManagementApi {
         void run() throws WlmException;
     }
 
-    private static <T> T call(Call<T> c) throws HttpError {
+    static <T> T call(Call<T> c) throws HttpError {
         try {
             return c.run();
         } catch (WlmException e) {
@@ -274,6 +274,11 @@ final class ManagementApi {
     }
 
     private void async(Exchange ex, Action a) {
+        async(blocking, ex, a);
+    }
+
+    /** Runs a call that may block (registration waits for workers) on {@code blocking}, answering its errors. */
+    static void async(ExecutorService blocking, Exchange ex, Action a) {
         blocking.execute(() -> {
             try {
                 a.run();

@@ -25,17 +25,20 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
     private final TokenAuthorization tokens;
     private final InferenceApi inference;
     private final ManagementApi management;
+    private final WorkflowApi workflows;
     private final List<ServerExtension> extensions;
     private final ApiDescription description;
 
     RequestHandler(ConnectorType type, ConfigManager cfg, TokenAuthorization tokens, InferenceApi inference,
-                   ManagementApi management, List<ServerExtension> extensions, ApiDescription description) {
+                   ManagementApi management, WorkflowApi workflows, List<ServerExtension> extensions,
+                   ApiDescription description) {
         this.description = description;
         this.type = type;
         this.cfg = cfg;
         this.tokens = tokens;
         this.inference = inference;
         this.management = management;
+        this.workflows = workflows;
         this.extensions = extensions;
     }
 
@@ -104,7 +107,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 if (!openProbe) {
                     authorize(ctx, req, KeyType.INFERENCE);
                 }
-                if (inference.handle(ex, req, seg, q)) {
+                if (inference.handle(ex, req, seg, q) || workflows.handleInference(ex, req, seg)) {
                     return;
                 }
             }
@@ -114,7 +117,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 } else if (!openProbe) {
                     authorize(ctx, req, seg[0].equals("token") && seg.length == 1 ? KeyType.API : KeyType.MANAGEMENT);
                 }
-                if (management.handle(ex, req, seg, q)) {
+                if (management.handle(ex, req, seg, q) || workflows.handleManagement(ex, req, seg, q)) {
                     return;
                 }
             }
@@ -142,6 +145,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 return OpenAiApi.route(seg) != null || seg.length == 3 && seg[1].equals("models");
             case "v2":
             case "invocations":
+            case "wfpredict":
                 return true;
             case "models":
                 return seg.length == 3 && seg[2].equals("invoke");

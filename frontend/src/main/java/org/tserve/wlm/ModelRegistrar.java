@@ -40,8 +40,12 @@ final class ModelRegistrar {
     StatusResult register(RegisterRequest req) throws WlmException {
         ModelArchive archive;
         try {
-            ModelLocator.Located loc = locator.locate(req.url);
-            archive = ModelArchive.open(loc.path, tmpRoot, req.url, loc.downloaded);
+            if (req.archiveDir != null) {
+                archive = ModelArchive.open(req.archiveDir, tmpRoot, req.url, null);
+            } else {
+                ModelLocator.Located loc = locator.locate(req.url);
+                archive = ModelArchive.open(loc.path, tmpRoot, req.url, loc.downloaded);
+            }
         } catch (ArchiveException e) {
             throw new WlmException(e.getStatus(), e.getMessage());
         }

@@ -25,6 +25,11 @@ public final class RegisterRequest {
     public boolean synchronous = true;
     /** Set for models loaded at server startup (describe's loadedAtStartup). */
     public boolean loadedAtStartup;
+    /**
+     * A folder the server prepared as this model's files (a workflow's function nodes share the
+     * extracted .war): used as is instead of looking {@code url} up; {@code url} is then only shown.
+     */
+    public java.nio.file.Path archiveDir;
 
     public RegisterRequest(String url) {
         this.url = url;

@@ -1,0 +1,147 @@
+package org.tserve.http;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonObject;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.QueryStringDecoder;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import org.tserve.config.ConfigManager;
+import org.tserve.metrics.InferenceRequests;
+import org.tserve.wlm.ModelManager;
+import org.tserve.wlm.StatusResult;
+import org.tserve.wlm.protocol.Header;
+import org.tserve.wlm.workflow.Workflow;
+import org.tserve.wlm.workflow.WorkflowExecutor;
+import org.tserve.wlm.workflow.WorkflowRegistry;
+import org.tserve.wlm.workflow.WorkflowSpec;
+
+/**
+ * TorchServe's workflow routes: {@code GET|POST /workflows} and {@code GET|DELETE
+ * /workflows/{name}} on the management connector, {@code POST /wfpredict/{name}} on the
+ * inference connector. Registering and unregistering need the model API, as for models.
+ */
+final class WorkflowApi {
+    private final WorkflowRegistry workflows;
+    private final ModelManager models;
+    private final ConfigManager cfg;
+    private final ExecutorService blocking;
+    private final ApiDescription description;
+
+    WorkflowApi(WorkflowRegistry workflows, ModelManager models, ConfigManager cfg, ExecutorService blocking,
+                ApiDescription description) {
+        this.description = description;
+        this.workflows = workflows;
+        this.models = models;
+        this.cfg = cfg;
+        this.blocking = blocking;
+    }
+
+    /** {@code /wfpredict/{name}}; false for any other path. */
+    boolean handleInference(Exchange ex, FullHttpRequest req, String[] seg) throws HttpError {
+        if (seg.length != 2 || !seg[0].equals("wfpredict")) {
+            return false;
+        }
+        if (req.method().equals(HttpMethod.OPTIONS)) {
+            ex.sendJson(200, description.inference());
+            return true;
+        }
+        Workflow wf = ManagementApi.call(() -> workflows.get(seg[1]));
+        List<Header> headers = InputParser.headers(req, 2);
+        WorkflowExecutor.run(wf, job -> InferenceRequests.submit(models, job), ex.requestId, headers,
+                InputParser.parts(req), new HttpJobResponder(ex));
+        return true;
+    }
+
+    /** The {@code /workflows} routes; false for any other path. */
+    boolean handleManagement(Exchange ex, FullHttpRequest req, String[] seg, QueryStringDecoder q) throws HttpError {
+        if (seg.length == 0 || seg.length > 2 || !seg[0].equals("workflows")) {
+            return false;
+        }
+        HttpMethod m = req.method();
+        Params p = Params.of(req, q);
+        if (seg.length == 1 && m.equals(HttpMethod.GET)) {
+            ex.sendJson(200, list(p));
+        } else if (seg.length == 1 && m.equals(HttpMethod.POST)) {
+            requireModelApi("registering");
+            String url = p.str("url");
+            if (url == null) {
+                throw new HttpError(400, "Parameter url is required (the .war file in the workflow store).");
+            }
+            String name = p.str("workflow_name");
+            Integer responseTimeout = p.integer("response_timeout");
+            Integer startupTimeout = p.integer("startup_timeout");
+            async(ex, () -> workflows.register(url, name, responseTimeout, startupTimeout));
+        } else if (seg.length == 2 && m.equals(HttpMethod.GET)) {
+            JsonArray a = new JsonArray();
+            a.add(describe(ManagementApi.call(() -> workflows.get(seg[1]))));
+            ex.sendJson(200, a);
+        } else if (seg.length == 2 && m.equals(HttpMethod.DELETE)) {
+            requireModelApi("unregistering");
+            async(ex, () -> workflows.unregister(seg[1]));
+        } else {
+            throw HttpError.methodNotAllowed();
+        }
+        return true;
+    }
+
+    private JsonObject list(Params p) throws HttpError {
+        Integer limitParam = p.integer("limit");
+        Integer tokenParam = p.integer("next_page_token");
+        int limit = limitParam == null || limitParam < 0 || limitParam > 100 ? 100 : limitParam;
+        int start = tokenParam == null || tokenParam < 0 ? 0 : tokenParam;
+        List<Workflow> all = workflows.list();
+        JsonArray items = new JsonArray();
+        int end = Math.min(all.size(), start + limit);
+        for (int i = start; i < end; i++) {
+            JsonObject o = new JsonObject();
+            o.addProperty("workflowName", all.get(i).name());
+            o.addProperty("workflowUrl", all.get(i).archive().getUrl());
+            items.add(o);
+        }
+        JsonObject out = new JsonObject();
+        if (end < all.size()) {
+            out.addProperty("nextPageToken", String.valueOf(end));
+        }
+        out.add("workflows", items);
+        return out;
+    }
+
+    /** TorchServe's describe fields (global settings, the dag), plus the model of each node. */
+    private static JsonObject describe(Workflow wf) {
+        WorkflowSpec spec = wf.spec();
+        JsonObject o = new JsonObject();
+        o.addProperty("workflowName", wf.name());
+        o.addProperty("workflowUrl", wf.archive().getUrl());
+        o.addProperty("minWorkers", spec.global("min-workers"));
+        o.addProperty("maxWorkers", spec.global("max-workers"));
+        o.addProperty("batchSize", spec.global("batch-size"));
+        o.addProperty("maxBatchDelay", spec.global("max-batch-delay"));
+        JsonObject dag = new JsonObject();
+        spec.dag().forEach((node, next) -> {
+            JsonArray a = new JsonArray();
+            next.forEach(a::add);
+            dag.add(node, a);
+        });
+        o.add("workflowDag", dag);
+        JsonObject nodes = new JsonObject();
+        spec.nodes().forEach((node, n) -> nodes.addProperty(node, wf.modelName(node)));
+        o.add("models", nodes);
+        return o;
+    }
+
+    private void requireModelApi(String what) throws HttpError {
+        if (!cfg.isModelApiEnabled()) {
+            throw new HttpError(405, "MethodNotAllowedException", "Model API is disabled: " + what + " workflows needs "
+                    + "enable_model_api=true in config.properties (or --enable-model-api)");
+        }
+    }
+
+    private void async(Exchange ex, ManagementApi.Call<StatusResult> a) {
+        ManagementApi.async(blocking, ex, () -> {
+            StatusResult r = a.run();
+            ex.sendStatus(r.status(), r.message());
+        });
+    }
+}
