@@ -265,6 +265,7 @@ class Worker:
         cancel(frame.batch_id, bytes(frame.body).decode("utf-8", "replace"))
 
     def _load(self, frame: Frame) -> bool:
+        started = time.monotonic()
         from ts.model_loader import LoadError, LoadRequest
         from ts.pipeline.loader import load_pipeline
         from ts.service import is_oom
@@ -273,7 +274,7 @@ class Worker:
             self.send_json(FrameType.LOADED, frame.batch_id, {
                 "status": 409, "message": f"model {self.model_name} is already loaded in this worker"})
             return True
-        started = time.monotonic()
+        marks: dict[str, float] = {}
         try:
             req = LoadRequest.from_json(codec.decode_json_body(frame.body, "LOAD body"))
             self.model_name = req.model_name
@@ -281,7 +282,7 @@ class Worker:
             if self.ranks.distributed:
                 init_process_group(self.ranks, req.device_type,
                                    float(os.environ.get("TS_DIST_TIMEOUT_S", "300")))
-            self.pipeline = load_pipeline(req, self.metrics_config, self.ranks, self.send)
+            self.pipeline = load_pipeline(req, self.metrics_config, self.ranks, self.send, marks)
         except (LoadError, codec.ProtocolError) as exc:
             status = getattr(exc, "status", 500)
             logger.error("model %s failed to load: %s", self.model_name, exc)
@@ -297,11 +298,15 @@ class Worker:
         # collection (with torch imported, one is tens of ms at a random request).
         gc.collect()
         gc.freeze()
-        ms = (time.monotonic() - started) * 1000
-        logger.info("model %s loaded in %.0f ms", self.model_name, ms)
+        done = time.monotonic()
+        imported = marks.get("imported", started)
+        logger.info("model %s loaded in %.0f ms", self.model_name, (done - started) * 1000)
         self.send_json(FrameType.LOADED, frame.batch_id, {
             "status": 200, "message": f"loaded model {self.model_name}", "pid": os.getpid(),
-            "rank": self.ranks.rank, "worldSize": self.ranks.world_size})
+            "rank": self.ranks.rank, "worldSize": self.ranks.world_size,
+            "startup": {"importMs": round((imported - started) * 1000, 1),
+                        "loadMs": round((done - imported) * 1000, 1),
+                        "warm": os.environ.get("TS_WARM_START") == "1"}})
         return True
 
     def _inference(self, frame: Frame, received_at: float) -> None:

@@ -73,6 +73,40 @@ def test_workers_are_forked_from_the_zygote_and_see_a_cold_starts_world(server: 
     assert a["random"] != b["random"], "each worker gets its own random seed"
 
 
+def startups(server: harness.Server, model: str) -> list[dict]:
+    d = requests.get(f"{server.management_url}/models/{model}", timeout=30).json()[0]
+    return [w["startup"] for w in d["workers"]]
+
+
+def check_steps(startup: dict, warm: bool) -> None:
+    """The steps of a finished start (docs/performance.md "Startup timing"), in their order."""
+    assert startup["warm"] is warm
+    for step in ("spawnMs", "importMs", "loadMs", "readyMs"):
+        assert startup[step] >= 0, startup
+    # the worker's import and load happen between the connection and READY (ms rounded each)
+    assert startup["importMs"] + startup["loadMs"] <= startup["readyMs"] - startup["spawnMs"] + 2, startup
+
+
+def test_describe_shows_where_each_start_went(server: harness.Server) -> None:
+    for startup in startups(server, "probe"):
+        check_steps(startup, warm=True)
+    def both_answered_a_batch() -> bool:
+        if all(s["firstBatchMs"] >= 0 for s in startups(server, "probe")):
+            return True
+        with ThreadPoolExecutor(8) as pool:  # concurrent requests reach both workers
+            list(pool.map(lambda _: probe(server), range(8)))
+        return False
+
+    harness.wait_for(both_answered_a_batch, timeout=60, what="both workers answered a first batch")
+    log = server.logs()
+    for w in requests.get(f"{server.management_url}/models/probe", timeout=30).json()[0]["workers"]:
+        name = f"W-{w['id']}-probe_1.0"
+        assert f"{name}: model probe version 1.0 loaded by worker pid " in log
+        assert f"{name}: first batch answered in {w['startup']['firstBatchMs']} ms" in log
+    line = next(ln for ln in log.splitlines() if "loaded by worker pid" in ln)
+    assert "(forked from the zygote: spawn " in line and ", import " in line and ", load " in line, line
+
+
 def test_a_killed_worker_is_restarted_from_the_zygote(server: harness.Server) -> None:
     before = set(worker_pids(server, "probe"))
     victim = sorted(before)[0]
@@ -87,6 +121,8 @@ def test_a_killed_worker_is_restarted_from_the_zygote(server: harness.Server) ->
     new = (set(worker_pids(server, "probe")) - before).pop()
     assert psutil.Process(new).ppid() == zygote_of(server).pid
     assert probe(server)["warm"] == "1"
+    for startup in startups(server, "probe"):  # the restarted worker's steps are its new start's
+        check_steps(startup, warm=True)
 
 
 def test_workers_start_cold_once_the_zygote_is_gone(store: Path) -> None:
@@ -106,6 +142,8 @@ def test_warm_starts_can_be_turned_off(store: Path) -> None:
         assert r.status_code == 200, r.text
         got = probe(s)
         assert got["warm"] == "" and not got["torchImported"]
+        (startup,) = startups(s, "probe")
+        check_steps(startup, warm=False)
 
 
 def test_stopping_the_server_leaves_no_worker_and_no_zygote(store: Path) -> None:
