@@ -38,7 +38,6 @@ from ts.protocol.codec import Frame, FrameType  # noqa: E402
 
 logger = logging.getLogger("ts.worker")
 
-ACCEPT_TIMEOUT_S = float(os.environ.get("TS_WORKER_ACCEPT_TIMEOUT_S", "60"))
 LOG_FORMAT = "%(asctime)s [%(levelname)s] %(name)s - %(message)s"
 _JOIN_LIMIT = 64 * 1024  # frames up to this size in all are copied into one write
 
@@ -345,11 +344,13 @@ def main(argv: list[str] | None = None) -> int:
     print("Torch worker started.", flush=True)
     print(f"Python runtime: {sys.version.split()[0]}", flush=True)
     logger.info("rank %d listening on %s", ranks.rank, where)
-    listener.settimeout(ACCEPT_TIMEOUT_S)
+    # read here, not at import: the zygote imports this module before a worker's environment exists
+    accept_timeout_s = float(os.environ.get("TS_WORKER_ACCEPT_TIMEOUT_S", "60"))
+    listener.settimeout(accept_timeout_s)
     try:
         conn, _ = listener.accept()
     except TimeoutError:
-        logger.error("no frontend connected to %s within %.0f s; exiting", where, ACCEPT_TIMEOUT_S)
+        logger.error("no frontend connected to %s within %.0f s; exiting", where, accept_timeout_s)
         return 1
     finally:
         listener.close()
