@@ -59,7 +59,7 @@ def recv_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
 
 
 class Zygote:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, exit_on_stdin_eof: bool = False) -> None:
         self.path = path
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(path)
@@ -74,12 +74,18 @@ class Zygote:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         self.sel.register(self.listener, selectors.EVENT_READ, "accept")
         self.sel.register(self.wake_r, selectors.EVENT_READ, "reap")
+        if exit_on_stdin_eof:  # started by the launcher: stdin's writer is the frontend (ts/zygote_spawn.py)
+            self.sel.register(0, selectors.EVENT_READ, "lifeline")
 
     def serve(self) -> None:
         while True:
             for key, _ in self.sel.select():
                 if key.data == "accept":
                     self._accept()
+                elif key.data == "lifeline":
+                    if not os.read(0, 64):
+                        print("zygote: the frontend is gone; exiting", flush=True)
+                        return
                 else:
                     self._reap()
 
@@ -234,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ts.zygote", description="tserve warm-start template process")
     p.add_argument("--socket", required=True, help="Unix socket path to listen on")
     p.add_argument("--preload", default="torch", help="comma-separated modules to import before forking")
+    p.add_argument("--exit-on-stdin-eof", action="store_true", help="exit when stdin closes (the frontend's lifeline)")
     args = p.parse_args(argv)
     modules = [m.strip() for m in args.preload.split(",") if m.strip()]
     modules += [*WORKER_MODULES, *(TORCH_WORKER_MODULES if "torch" in modules else ())]
@@ -243,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     # Listen first: workers launched while torch is still importing wait in the backlog for it,
     # instead of starting cold and importing it once more each.
-    zygote = Zygote(args.socket)
+    zygote = Zygote(args.socket, args.exit_on_stdin_eof)
     failed = preload(modules)
     if failed:
         print(f"zygote: could not preload {'; '.join(failed)}", flush=True)
@@ -254,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         zygote.serve()
     except KeyboardInterrupt:
         pass
+    if args.exit_on_stdin_eof:  # the frontend that would have removed them is gone
+        os.unlink(args.socket)
+        os.rmdir(os.path.dirname(os.path.abspath(args.socket)))
     return 0
 
 

@@ -156,3 +156,60 @@ def test_stopping_the_server_leaves_no_worker_and_no_zygote(store: Path) -> None
         s.stop()
     gone, alive = psutil.wait_procs(procs, timeout=15)
     assert not alive, [p.cmdline() for p in alive]
+
+
+def _launch_with_the_cli(tmp_path: Path, store: Path) -> tuple[dict, Path, str]:
+    """`torchserve --start` (detached) with the probe model: its env, its TMPDIR, its inference address."""
+    from test_cli import run_cli, torchserve_cmd  # noqa: F401 - the CLI as a user runs it
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "LOG_LOCATION": str(tmp_path / "logs")}
+    env.pop("TS_CONFIG_FILE", None)
+    config = harness.server_config(store)
+    path = harness.write_config(tmp_path / "config.properties", config)
+    started = run_cli(["--start", "--ts-config", str(path), "--model-store", str(store), "--ncs",
+                       "--models", "probe=probe.mar"], env, tmp_path)
+    assert started.returncode == 0, started.stdout + started.stderr
+    return env, tmp, config["inference_address"]
+
+
+def test_the_launcher_starts_the_zygote_before_the_frontend_which_adopts_and_stops_it(
+        store: Path, tmp_path: Path) -> None:
+    from test_cli import run_cli
+
+    env, tmp, inference = _launch_with_the_cli(tmp_path, store)
+    try:
+        jvm = psutil.Process(int((tmp / ".model_server.pid").read_text()))
+        got = requests.post(f"{inference}/predictions/probe", data=b"x", timeout=30).json()
+        zygote = psutil.Process(got["ppid"])
+        assert got["warm"] == "1" and got["torchImported"]
+        assert "ts.zygote" in " ".join(zygote.cmdline()) and "--exit-on-stdin-eof" in zygote.cmdline()
+        assert zygote.pid not in {p.pid for p in jvm.children(recursive=True)}, "the launcher's, not the JVM's"
+        assert "zygote pid %d (started by the launcher)" % zygote.pid in (tmp_path / "logs" / "ts_log.log").read_text()
+    finally:
+        stopped = run_cli(["--stop"], env, tmp_path)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    psutil.wait_procs([zygote], timeout=15)
+    assert not zygote.is_running()
+    assert not list(tmp.glob("tsz-*")), "the frontend removed the zygote's socket folder"
+
+
+def test_the_launchers_zygote_exits_with_a_killed_frontend(store: Path, tmp_path: Path) -> None:
+    from test_cli import run_cli
+
+    env, tmp, inference = _launch_with_the_cli(tmp_path, store)
+    jvm = psutil.Process(int((tmp / ".model_server.pid").read_text()))
+    zygote = psutil.Process(requests.post(f"{inference}/predictions/probe", data=b"x", timeout=30).json()["ppid"])
+    workers = [p for p in jvm.children(recursive=True) if p.pid != zygote.pid]
+    jvm.kill()
+    _, alive = psutil.wait_procs([zygote], timeout=15)
+    assert not alive, "the lifeline (its stdin) closed with the JVM"
+    for p in workers:  # the worker launchers the JVM left behind: end them, as --stop would
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(workers, timeout=15)
+    harness.wait_for(lambda: not list(tmp.glob("tsz-*")), 10, what="the zygote removed its socket folder")
+    run_cli(["--stop"], env, tmp_path)
