@@ -186,7 +186,7 @@ def test_the_launcher_starts_the_zygote_before_the_frontend_which_adopts_and_sto
         assert got["warm"] == "1" and got["torchImported"]
         assert "ts.zygote" in " ".join(zygote.cmdline()) and "--exit-on-stdin-eof" in zygote.cmdline()
         assert zygote.pid not in {p.pid for p in jvm.children(recursive=True)}, "the launcher's, not the JVM's"
-        assert "zygote pid %d (started by the launcher)" % zygote.pid in (tmp_path / "logs" / "ts_log.log").read_text()
+        assert f"zygote pid {zygote.pid} (started by the launcher)" in (tmp_path / "logs" / "ts_log.log").read_text()
     finally:
         stopped = run_cli(["--stop"], env, tmp_path)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
