@@ -21,7 +21,7 @@ def test_the_combined_bound_charges_every_part_of_a_request_to_the_same_cores() 
 
 def test_summary_takes_medians_of_the_rounds_and_of_their_fractions() -> None:
     def rnd(fb: float, combined: float, ts: float, peer: float) -> dict:
-        return {"frontend_bound": {"rps": fb}, "bare_loop": {"worker_cpu_us_per_req": 5.0},
+        return {"frontend_bound": {"rps": fb, "server_cpu_us_per_req": 20.0}, "bare_loop": {"worker_cpu_us_per_req": 5.0},
                 "combined_rps": combined, "tserve": {"rps": ts, "server_cpu_us_per_req": 50.0},
                 "torchserve-quiet": {"rps": peer, "server_cpu_us_per_req": 150.0}}
 
@@ -30,7 +30,8 @@ def test_summary_takes_medians_of_the_rounds_and_of_their_fractions() -> None:
     assert out["combined_rps"] == 20 and out["frontend_bound_rps"] == 30
     assert out["tserve"]["of_combined"] == 0.8  # median of 0.5, 0.8, 0.9
     assert out["tserve_vs_torchserve"] == 3.0  # median of 2, 4, 3
-    assert "| tserve | 10 | 50.0 | 0.8 |" in "\n".join(bound.render(out))
+    assert out["tserve"]["bound_cpu_share"] == 0.5  # (20 + 5) / 50
+    assert "| tserve | 10 | 50.0 | 0.8 | 0.4 | 0.5 |" in "\n".join(bound.render(out))
 
 
 @pytest.mark.slow
