@@ -126,6 +126,11 @@ def run(kinds: list[ServerKind], stores: dict[str, Path], duration_s: float, rou
                                      "worker_cpu_us_per_req": round(lim.worker_cpu_us_per_req, 2)}
                     else:
                         got[step] = wrk_cell(*targets[step], seconds)
+                failed = [n for n in targets if got[n]["rps"] <= 0]
+                if failed:  # e.g. wrk saw only socket errors: the round says nothing
+                    print(f"  round {r + 1}: no answers from {', '.join(failed)} ({got[failed[0]]}); "
+                          "round left out", flush=True)
+                    continue
                 got["combined_rps"] = round(combined_rps(got["frontend_bound"],
                                                          got["bare_loop"]["worker_cpu_us_per_req"], cores), 1)
                 got["loadavg"] = round(os.getloadavg()[0], 2)
@@ -138,6 +143,8 @@ def run(kinds: list[ServerKind], stores: dict[str, Path], duration_s: float, rou
     finally:
         for srv in running.values():
             srv.stop()
+    if not per_round:
+        raise ServerError("every round of the bound scenario failed (see the lines above)")
     return summarize(per_round, list(running))
 
 
