@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks import bound
+
 PEER = "torchserve-quiet"
 LOUD = "torchserve"
 TUNED = "tserve-tuned"
@@ -94,6 +96,7 @@ def render(results: dict[str, Any]) -> str:
     lines += _compat(srv)
     lines += _pipeline(results)
     lines += _limit(results)
+    lines += bound.render(results.get("bound") or {})
     lines += _llm(results)
     m = results.get("machine", {})
     lines.append(

@@ -23,7 +23,7 @@ from typing import Any
 from benchmarks import loadgen, models, report, scenarios, servers
 from benchmarks.scenarios import Settings
 
-ALL = ("echo", "startup", "lifecycle", "pipeline", "limit")
+ALL = ("echo", "bound", "startup", "lifecycle", "pipeline", "limit")
 EXTRA = ("llm",)  # run only when named: builds and serves an LLM, several minutes
 
 
@@ -120,6 +120,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  FAILED: {exc}", flush=True)
             for name in chosen:
                 results["servers"][name]["error"] = str(exc)
+    if "bound" in only:
+        from benchmarks import bound
+
+        print("== bound: frontend bound (Netty alone), bare worker loop, tserve and TorchServe, wrk echo b8 "
+              "c32, in rounds", flush=True)
+        try:
+            results["bound"] = bound.run([kinds[n] for n in chosen if n in ("tserve", "torchserve-quiet")],
+                                         stores, st.duration_s)
+        except (servers.ServerError, RuntimeError) as exc:
+            print(f"  FAILED: {exc}", flush=True)
+            results["bound"] = {"error": str(exc)}
     if "lifecycle" in only:
         from benchmarks import lifecycle
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import ts
+from ts import zygote_spawn
 from ts.arg_parser import ArgParser
 from ts.version import version_line
 
@@ -269,14 +270,16 @@ def start(args: argparse.Namespace) -> int:
     if pid is not None:
         print("TorchServe is already running, please use torchserve --stop to stop TorchServe.")
         return 1
-    cmd, _ = _resolve_start(args)
+    cmd, props = _resolve_start(args)
     if args.log_config:
         print(f"Note: --log-config {args.log_config}: tserve applies its logger levels (Root, org.pytorch.serve, ACCESS_LOG, "
               "TS_METRICS, MODEL_METRICS, MODEL_LOG); its appenders and patterns are not interpreted (logs go to LOG_LOCATION).")
     logs = log_dir()
     logs.mkdir(parents=True, exist_ok=True)
+    home = os.environ.get("TS_MODEL_SERVER_HOME") or str(server_home())
     if args.foreground:
-        proc = subprocess.Popen(cmd)
+        zygote = zygote_spawn.spawn(props, home, None, None)
+        proc = _start_frontend(cmd, zygote)
         pid_file().write_text(str(proc.pid))
 
         def forward(signum: int, _frame: object) -> None:
@@ -290,7 +293,9 @@ def start(args: argparse.Namespace) -> int:
     stdout_path = logs / "ts_stdout.log"
     with open(stdout_path, "ab") as out:
         offset = out.tell()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        zygote = zygote_spawn.spawn(props, home, None, out.fileno())
+        proc = _start_frontend(cmd, zygote, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               start_new_session=True)
     pid_file().write_text(str(proc.pid))
     ready = _follow_until_ready(proc, stdout_path, offset, START_TIMEOUT_S)
     if not ready:
@@ -298,6 +303,19 @@ def start(args: argparse.Namespace) -> int:
         print(f"TorchServe failed to start (exit status {proc.returncode}); see {stdout_path}.", file=sys.stderr)
         return 1
     return 0
+
+
+def _start_frontend(cmd: list[str], zygote: zygote_spawn.SpawnedZygote | None, **popen: object) -> subprocess.Popen:
+    """Starts the JVM; with a zygote the launcher started, the JVM adopts it and holds its lifeline."""
+    if zygote is None:
+        return subprocess.Popen(cmd, **popen)
+    try:
+        proc = subprocess.Popen([*cmd, *zygote.java_args()], pass_fds=(zygote.lifeline,), **popen)
+    except BaseException:
+        zygote.abandon()
+        raise
+    zygote.handed_over()
+    return proc
 
 
 def _follow_until_ready(proc: subprocess.Popen, stdout_path: Path, offset: int, timeout: float) -> bool:

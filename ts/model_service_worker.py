@@ -38,7 +38,6 @@ from ts.protocol.codec import Frame, FrameType  # noqa: E402
 
 logger = logging.getLogger("ts.worker")
 
-ACCEPT_TIMEOUT_S = float(os.environ.get("TS_WORKER_ACCEPT_TIMEOUT_S", "60"))
 LOG_FORMAT = "%(asctime)s [%(levelname)s] %(name)s - %(message)s"
 _JOIN_LIMIT = 64 * 1024  # frames up to this size in all are copied into one write
 
@@ -265,6 +264,7 @@ class Worker:
         cancel(frame.batch_id, bytes(frame.body).decode("utf-8", "replace"))
 
     def _load(self, frame: Frame) -> bool:
+        started = time.monotonic()
         from ts.model_loader import LoadError, LoadRequest
         from ts.pipeline.loader import load_pipeline
         from ts.service import is_oom
@@ -273,7 +273,7 @@ class Worker:
             self.send_json(FrameType.LOADED, frame.batch_id, {
                 "status": 409, "message": f"model {self.model_name} is already loaded in this worker"})
             return True
-        started = time.monotonic()
+        marks: dict[str, float] = {}
         try:
             req = LoadRequest.from_json(codec.decode_json_body(frame.body, "LOAD body"))
             self.model_name = req.model_name
@@ -281,7 +281,7 @@ class Worker:
             if self.ranks.distributed:
                 init_process_group(self.ranks, req.device_type,
                                    float(os.environ.get("TS_DIST_TIMEOUT_S", "300")))
-            self.pipeline = load_pipeline(req, self.metrics_config, self.ranks, self.send)
+            self.pipeline = load_pipeline(req, self.metrics_config, self.ranks, self.send, marks)
         except (LoadError, codec.ProtocolError) as exc:
             status = getattr(exc, "status", 500)
             logger.error("model %s failed to load: %s", self.model_name, exc)
@@ -297,11 +297,15 @@ class Worker:
         # collection (with torch imported, one is tens of ms at a random request).
         gc.collect()
         gc.freeze()
-        ms = (time.monotonic() - started) * 1000
-        logger.info("model %s loaded in %.0f ms", self.model_name, ms)
+        done = time.monotonic()
+        imported = marks.get("imported", started)
+        logger.info("model %s loaded in %.0f ms", self.model_name, (done - started) * 1000)
         self.send_json(FrameType.LOADED, frame.batch_id, {
             "status": 200, "message": f"loaded model {self.model_name}", "pid": os.getpid(),
-            "rank": self.ranks.rank, "worldSize": self.ranks.world_size})
+            "rank": self.ranks.rank, "worldSize": self.ranks.world_size,
+            "startup": {"importMs": round((imported - started) * 1000, 1),
+                        "loadMs": round((done - imported) * 1000, 1),
+                        "warm": os.environ.get("TS_WARM_START") == "1"}})
         return True
 
     def _inference(self, frame: Frame, received_at: float) -> None:
@@ -340,11 +344,13 @@ def main(argv: list[str] | None = None) -> int:
     print("Torch worker started.", flush=True)
     print(f"Python runtime: {sys.version.split()[0]}", flush=True)
     logger.info("rank %d listening on %s", ranks.rank, where)
-    listener.settimeout(ACCEPT_TIMEOUT_S)
+    # read here, not at import: the zygote imports this module before a worker's environment exists
+    accept_timeout_s = float(os.environ.get("TS_WORKER_ACCEPT_TIMEOUT_S", "60"))
+    listener.settimeout(accept_timeout_s)
     try:
         conn, _ = listener.accept()
     except TimeoutError:
-        logger.error("no frontend connected to %s within %.0f s; exiting", where, ACCEPT_TIMEOUT_S)
+        logger.error("no frontend connected to %s within %.0f s; exiting", where, accept_timeout_s)
         return 1
     finally:
         listener.close()

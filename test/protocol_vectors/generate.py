@@ -79,7 +79,8 @@ def vectors() -> dict[str, tuple[str, bytes, dict[str, Any]]]:
     json_vec("load_minimal", "LOAD with only the required keys (others take defaults)",
              FrameType.LOAD, 2, {"modelName": "m", "modelPath": "/srv/m", "handler": "image_classifier"})
     json_vec("loaded_ok", "LOADED success", FrameType.LOADED, 1,
-             {"status": 200, "message": "loaded model mnist", "pid": 4242, "rank": 0, "worldSize": 1})
+             {"status": 200, "message": "loaded model mnist", "pid": 4242, "rank": 0, "worldSize": 1,
+              "startup": {"importMs": 412.5, "loadMs": 230.0, "warm": True}})
     json_vec("loaded_error", "LOADED failure with non-ASCII error text", FrameType.LOADED, 1,
              {"status": 500, "message": "ModuleNotFoundError: No module named 'tokenizers' — install it"})
     json_vec("loaded_oom", "LOADED out of memory", FrameType.LOADED, 1,

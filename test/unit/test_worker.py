@@ -58,8 +58,10 @@ def test_startup_lines_and_load_answer(tmp_path):
         assert worker.lines[0] == f"[PID]{worker.proc.pid}"
         assert worker.lines[1] == "Torch worker started."
         loaded = worker.load(load_msg(model_dir))
+        startup = loaded.pop("startup")
         assert loaded == {"status": 200, "message": "loaded model echo", "pid": worker.proc.pid,
                           "rank": 0, "worldSize": 1}
+        assert startup["warm"] is False and startup["importMs"] >= 0 and startup["loadMs"] >= 0, startup
         worker.send(codec.encode_frame(FrameType.PING, 77))
         pong = codec.decode_json_body(worker.recv_until(FrameType.PONG, 77).body)
         assert pong["status"] == "healthy" and pong["pid"] == worker.proc.pid and pong["rank"] == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,9 @@ def device_name(req: LoadRequest, local_rank: int, distributed: bool) -> str:
 
 
 def load_pipeline(req: LoadRequest, metrics_config: str | None, ranks: Any,
-                  send: Callable[[bytes], None]) -> Any:
+                  send: Callable[[bytes], None], marks: dict[str, float] | None = None) -> Any:
+    """``marks["imported"]`` (when given) gets the monotonic time at which the handler's module was
+    imported: the rest of the load is its initialize (the worker's startup steps, docs/performance.md)."""
     manifest = read_manifest(req.model_path)
     yaml_cfg = read_model_yaml(req.model_path, manifest)
     if not req.handler:
@@ -34,6 +37,8 @@ def load_pipeline(req: LoadRequest, metrics_config: str | None, ranks: Any,
     context = build_context(req, manifest, yaml_cfg, metrics_config, ranks.rank, ranks.local_rank,
                             ranks.world_size, device)
     spec = resolve_handler(req.handler, req.model_path)
+    if marks is not None:
+        marks["imported"] = time.monotonic()
     logger.info("model %s: handler %s%s, batch size %d, preprocess workers %d", req.model_name, req.handler,
                 f", envelope {req.envelope}" if req.envelope else "", req.batch_size, req.preprocess_workers)
     answer = ranks.local_rank == 0  # TorchServe: only LOCAL_RANK 0 answers inference

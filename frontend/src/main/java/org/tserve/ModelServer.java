@@ -38,6 +38,8 @@ public final class ModelServer {
 
     private final ConfigManager cfg;
     private final Path socketDir;
+    /** The launcher's zygote ({@code --zygote PID:SOCKET}), or null. */
+    private final String launcherZygote;
     private TokenAuthorization tokens;
     private ModelManager models;
     private HttpServer http;
@@ -46,9 +48,10 @@ public final class ModelServer {
     private SnapshotStore snapshots;
     private final List<ServerExtension> extensions = new ArrayList<>();
 
-    ModelServer(ConfigManager cfg, Path socketDir) {
+    ModelServer(ConfigManager cfg, Path socketDir, String launcherZygote) {
         this.cfg = cfg;
         this.socketDir = socketDir;
+        this.launcherZygote = launcherZygote;
     }
 
     /** The server's version (ts/version.txt under model_server_home). */
@@ -58,8 +61,9 @@ public final class ModelServer {
 
     public static void main(String[] args) {
         ConfigManager cfg;
+        Arguments a;
         try {
-            Arguments a = Arguments.parse(args);
+            a = Arguments.parse(args);
             cfg = new ConfigManager(a, System.getenv());
             Logging.configure(true);
             applyLogConfig();
@@ -69,7 +73,7 @@ public final class ModelServer {
             return;
         }
         Path sockDir = Paths.get(System.getProperty("java.io.tmpdir"), "tserve-" + ProcessHandle.current().pid());
-        ModelServer server = new ModelServer(cfg, sockDir);
+        ModelServer server = new ModelServer(cfg, sockDir, a.zygote);
         try {
             server.start();
         } catch (ConfigException e) {
@@ -127,7 +131,9 @@ public final class ModelServer {
         }
         banner(home, metricsCfg);
         Files.createDirectories(socketDir);
-        if (cfg.getBool("warm_worker_start")) {   // first: the zygote imports torch while the server starts
+        if (launcherZygote != null) {   // the launcher started it before this JVM: its import overlaps our start
+            warmStart = org.tserve.wlm.WarmStarter.adopt(launcherZygote, home, cfg.getBool("warm_worker_start"));
+        } else if (cfg.getBool("warm_worker_start")) {   // first: the zygote imports torch while the server starts
             warmStart = org.tserve.wlm.WarmStarter.start(cfg.getPython(), socketDir, home, cfg.get("warm_start_preload"),
                     cfg.get("blacklist_env_vars"));
         }

@@ -16,6 +16,8 @@ public final class Arguments {
     public String cppLogConfig;
     /** {@code --member-of}: the leader's management address (config key cluster_leader). */
     public String memberOf;
+    /** {@code --zygote PID:SOCKET}: a zygote the launcher started for this server (ts/zygote_spawn.py). */
+    public String zygote;
 
     /** Parses the arguments; an unknown option or a missing value throws a ConfigException. */
     public static Arguments parse(String[] args) {
@@ -67,10 +69,13 @@ public final class Arguments {
                 case "--member-of":
                     a.memberOf = value(args, ++i, opt);
                     break;
+                case "--zygote":
+                    a.zygote = value(args, ++i, opt);
+                    break;
                 default:
                     throw new ConfigException("Unknown option " + opt + "; valid options: -f/--ts-config-file, "
                             + "--python, -m/--models, -s/--model-store, -w/--workflow-store, -ncs, -dt/--disable-token-auth, "
-                            + "-mapi/--enable-model-api, --member-of");
+                            + "-mapi/--enable-model-api, --member-of, --zygote");
             }
         }
         return a;

@@ -80,6 +80,10 @@ public final class DescribeJson {
                 // a job across machines: every node with its ranks (docs/distributed.md)
                 wo.add("nodes", org.tserve.util.Json.parse(w.nodes()));
             }
+            if (w.startup() != null) {
+                // where the worker's latest start went (docs/performance.md "Startup timing")
+                wo.add("startup", org.tserve.util.Json.parse(w.startup()));
+            }
             addStages(wo, w.pong());
             workers.add(wo);
         }

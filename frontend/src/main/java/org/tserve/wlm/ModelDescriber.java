@@ -39,7 +39,7 @@ final class ModelDescriber {
             for (WorkerThread w : m.workers) {
                 ws.add(new WorkerDescription(w.getId(), w.getStartTime(), w.getState(), w.getMemoryUsage(), w.getPid(),
                         w.getGpuId() >= 0, w.getGpuId(), w.getRanks(), awaitPong(pongs.get(w), pongDeadline),
-                        w.describeNodes() == null ? null : w.describeNodes().toString()));
+                        w.describeNodes() == null ? null : w.describeNodes().toString(), w.describeStartup()));
             }
             out.add(new ModelDescription(m.name, m.version, m.getArchive().getUrl(), m.runtime,
                     m.version.equals(sel.defaultVersion()), m.getSettings().copy(), m.loadedAtStartup, ws,

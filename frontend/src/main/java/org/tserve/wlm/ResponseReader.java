@@ -36,18 +36,18 @@ final class ResponseReader {
         this.stopping = stopping;
     }
 
-    /** Starts a daemon reader thread per rank of {@code link}. */
-    void start(BackendLink link) {
+    /** Starts a daemon reader thread per rank of {@code link}; its first answered batch goes to {@code startup}. */
+    void start(BackendLink link, StartupTimeline startup) {
         int ranks = link.rankCount();
         for (int r = 0; r < ranks; r++) {
             int rank = r;
-            Thread t = new Thread(() -> readLoop(link, rank), name + "-reader" + (ranks > 1 ? "-rank" + r : ""));
+            Thread t = new Thread(() -> readLoop(link, rank, startup), name + "-reader" + (ranks > 1 ? "-rank" + r : ""));
             t.setDaemon(true);
             t.start();
         }
     }
 
-    private void readLoop(BackendLink c, int rank) {
+    private void readLoop(BackendLink c, int rank, StartupTimeline startup) {
         long limit = manager.maxResponseSize();
         RankConnection in = c.rank(rank);
         try {
@@ -61,7 +61,7 @@ final class ResponseReader {
                         c.loadReplies.get(rank).complete(f);
                         break;
                     case FrameType.RESULT:
-                        onResult(c, f);
+                        onResult(c, f, startup);
                         break;
                     case FrameType.CHUNK:
                         onChunk(f);
@@ -95,7 +95,7 @@ final class ResponseReader {
         }
     }
 
-    private void onResult(BackendLink c, Frame f) throws IOException {
+    private void onResult(BackendLink c, Frame f, StartupTimeline startup) throws IOException {
         InFlightBatch b = inFlight.remove(f.batchId);
         if (b == null) {
             LOG.warning(name + ": RESULT for unknown batch " + f.batchId + " ignored");
@@ -104,6 +104,7 @@ final class ResponseReader {
         try {
             List<Response> rs = Codec.decodeResponses(f.body);
             long now = System.nanoTime();
+            startup.batchAnswered(now - b.jobs.get(0).getDispatchedNanos());
             for (Response r : rs) {
                 Job j = b.byId.get(r.requestId());
                 if (j == null) {

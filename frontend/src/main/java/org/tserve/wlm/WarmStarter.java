@@ -23,14 +23,44 @@ import org.tserve.util.Logging;
 public final class WarmStarter {
     private static final Logger LOG = Logger.getLogger(WarmStarter.class.getName());
     private static final Logger MODEL_LOG = Logger.getLogger(Logging.MODEL_LOG);
-    private final Process process;
+    private final ProcessHandle process;
     private final Path socket;
     private final Path launcher;
+    /** Started by the launcher (ts/zygote_spawn.py): its socket folder is removed here at stop. */
+    private final boolean adopted;
+    private volatile boolean stopping;
 
-    private WarmStarter(Process process, Path socket, Path launcher) {
+    private WarmStarter(ProcessHandle process, Path socket, Path launcher, boolean adopted) {
         this.process = process;
         this.socket = socket;
         this.launcher = launcher;
+        this.adopted = adopted;
+    }
+
+    /**
+     * Takes over the zygote the launcher started before this JVM ({@code PID:SOCKET}): it watches and
+     * stops it as its own. Returns null (the zygote stopped) when warm starts are off after all
+     * (e.g. a {@code TS_*} variable turned them off) or it is gone already (workers start cold).
+     */
+    public static WarmStarter adopt(String pidAndSocket, String modelServerHome, boolean wanted) {
+        int colon = pidAndSocket.indexOf(':');
+        java.util.Optional<ProcessHandle> h = java.util.Optional.empty();
+        try {
+            h = ProcessHandle.of(Long.parseLong(pidAndSocket.substring(0, Math.max(colon, 0))));
+        } catch (NumberFormatException e) {
+            LOG.warning("warm worker starts off: --zygote " + pidAndSocket + " is not PID:SOCKET");
+            return null;
+        }
+        Path socket = Path.of(pidAndSocket.substring(colon + 1));
+        WarmStarter w = new WarmStarter(h.orElse(null), socket, Path.of(modelServerHome, "ts", "zygote_launch.py"), true);
+        if (h.isEmpty() || !h.get().isAlive() || !wanted) {
+            LOG.info("warm worker starts off: " + (wanted ? "the launcher's zygote has exited" : "warm_worker_start=false"));
+            w.stop();
+            return null;
+        }
+        w.watchExit();
+        LOG.info("warm worker starts: zygote pid " + h.get().pid() + " (started by the launcher)");
+        return w;
     }
 
     /**
@@ -61,8 +91,8 @@ public final class WarmStarter {
         try {
             Process p = pb.start();
             p.getOutputStream().close();
-            WarmStarter w = new WarmStarter(p, socket, launcher);
-            w.pumpLogs();
+            WarmStarter w = new WarmStarter(p.toHandle(), socket, launcher, false);
+            w.pumpLogs(p);
             LOG.info("warm worker starts: zygote pid " + p.pid() + " preloading " + preload);
             return w;
         } catch (IOException ex) {
@@ -71,7 +101,7 @@ public final class WarmStarter {
         }
     }
 
-    private void pumpLogs() {
+    private void pumpLogs(Process process) {
         Thread t = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream(),
                     StandardCharsets.UTF_8))) {
@@ -95,9 +125,18 @@ public final class WarmStarter {
         t.start();
     }
 
+    /** The launcher's zygote writes to the server's stdout; only its exit is watched here. */
+    private void watchExit() {
+        process.onExit().thenRun(() -> {
+            if (!stopping) {
+                LOG.warning("warm worker starts: the zygote exited; workers start cold from now on");
+            }
+        });
+    }
+
     /** Whether a new worker should be forked (else it starts cold). */
     boolean isAlive() {
-        return process.isAlive();
+        return process != null && process.isAlive();
     }
 
     /**
@@ -113,14 +152,25 @@ public final class WarmStarter {
 
     /** Stops the zygote (its forked workers are stopped by their own supervisors first). */
     public void stop() {
-        process.destroy();
-        try {
-            if (!process.waitFor(2, java.util.concurrent.TimeUnit.SECONDS)) {
+        stopping = true;
+        if (process != null) {
+            process.destroy();
+            try {
+                process.onExit().get(2, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                process.destroyForcibly();
+            } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
                 process.destroyForcibly();
             }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            process.destroyForcibly();
+        }
+        if (adopted) {   // the launcher made the folder for this server (ts/zygote_spawn.py)
+            try {
+                Files.deleteIfExists(socket);
+                Files.deleteIfExists(socket.getParent());
+            } catch (IOException e) {
+                LOG.warning("could not remove the zygote's socket folder " + socket.getParent() + ": " + e.getMessage());
+            }
         }
     }
 }

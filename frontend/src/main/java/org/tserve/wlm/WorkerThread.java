@@ -54,6 +54,8 @@ final class WorkerThread {
     private volatile long startTime = System.currentTimeMillis();
     private volatile long readySince;
     private volatile WorkerProcess process;
+    /** Where the current lifetime's start went (describe's {@code startup}). */
+    private volatile StartupTimeline startup;
     private volatile BackendLink link;
     private volatile ScheduledFuture<?> sweeper;
     /** Its part in a job across machines (none, leader or member). */
@@ -145,6 +147,12 @@ final class WorkerThread {
     long getPid() {
         WorkerProcess p = process;
         return p == null ? -1 : p.pid();
+    }
+
+    /** The current lifetime's startup steps as describe shows them (null before the first spawn). */
+    String describeStartup() {
+        StartupTimeline t = startup;
+        return t == null ? null : t.toJson().toString();
     }
 
     long getMemoryUsage() {
@@ -317,6 +325,7 @@ final class WorkerThread {
         startTime = System.currentTimeMillis();
         ranks.reset("STARTING");
         link = null;
+        startup = new StartupTimeline(name);
         process = WorkerProcess.start(manager.workerEnvironment(), model, port, name, devices, rdzvPort,
                 role.launchDist(), role.runId());
         role.lifetimeStarted();
@@ -341,9 +350,12 @@ final class WorkerThread {
         BackendStarter starter = new BackendStarter(model, name, gpuId, manager.workerEnvironment(), ranks,
                 this::isStopping);
         BackendLink c = starter.connect(process, port, deadline, s);
+        StartupTimeline t = startup;
+        t.connected();
         link = c;
-        reader.start(c);
+        reader.start(c, t);
         starter.load(c, process, deadline, s);
+        t.loaded(c.loadReplies.get(0).join().text());   // rank 0's LOADED: load() checked it arrived
         role.checkLeaderRanksFirst();
         return c;
     }
@@ -355,7 +367,7 @@ final class WorkerThread {
         ranks.mark("READY");
         int restarts = ranks.elasticRestarts();
         LOG.info(name + ": model " + model.name + " version " + model.version + " loaded by worker pid "
-                + process.pid() + (restarts > 0 ? " after elastic restart " + restarts : ""));
+                + process.pid() + (restarts > 0 ? " after elastic restart " + restarts : " " + startup.ready()));
         manager.workerLoaded(model, name, System.currentTimeMillis() - startTime);
         firstLoad.complete(null);
     }
