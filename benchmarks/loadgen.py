@@ -107,10 +107,14 @@ class _ResponseBuffer:
 
     def feed(self, data: bytes) -> list[int]:
         """The statuses of the responses ``data`` completed (usually none or one)."""
+        return [status for status, _ in self.feed_responses(data)]
+
+    def feed_responses(self, data: bytes) -> list[tuple[int, bytes]]:
+        """(status, whole response) of the responses ``data`` completed."""
         self.buf += data
         out = []
         while (parsed := parse_response(self.buf)) is not None:
-            out.append(parsed[0])
+            out.append((parsed[0], bytes(self.buf[:parsed[1]])))
             del self.buf[:parsed[1]]
         return out
 

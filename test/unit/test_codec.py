@@ -231,3 +231,41 @@ def test_read_frame_of_a_large_body_over_several_recvs(reader: str) -> None:
     finally:
         a.close()
         b.close()
+
+
+class _LargestBuffer:
+    """A socket that remembers the largest receive buffer a reader handed it."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.largest = 0
+
+    def recv(self, bufsize: int) -> bytes:
+        self.largest = max(self.largest, bufsize)
+        return self._sock.recv(bufsize)
+
+    def recv_into(self, buffer: memoryview, nbytes: int = 0) -> int:
+        self.largest = max(self.largest, len(buffer.obj))
+        return self._sock.recv_into(buffer, nbytes)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_declared_length_is_not_allocated_before_its_bytes_arrive(reader: str) -> None:
+    """A header declaring 256 MiB followed by 100 bytes and EOF: the reader's buffer follows the
+    bytes that came (it grows as they arrive), not the length field (found by test/fuzz)."""
+    a, b = socket.socketpair()
+    try:
+        sock = _LargestBuffer(b)
+        a.sendall(b"\x10\x00\x00\x05\x02\x00\x00\x00\x01" + b"x" * 100)
+        a.close()
+        with pytest.raises(codec.ConnectionClosed, match="mid-frame") as exc:
+            READERS[reader](sock)()
+        assert not exc.value.clean
+        assert sock.largest <= 1 << 20
+    finally:
+        b.close()
+
+
+def test_deeply_nested_json_body_is_a_protocol_error() -> None:
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        codec.decode_json_body(b"[" * 200_000)

@@ -112,6 +112,8 @@ def decode_json_body(body: bytes, what: str = "json body") -> Any:
         return json.loads(body.decode("utf-8")) if body else {}
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"{what} is not valid UTF-8 JSON: {exc}") from None
+    except RecursionError:  # json's recursive parser on a body like [[[[...: not a crash of the reader
+        raise ProtocolError(f"{what} is JSON nested too deeply to decode") from None
 
 
 def encode_json_frame(frame_type: FrameType, batch_id: int, obj: Any) -> bytes:

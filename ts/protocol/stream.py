@@ -41,6 +41,23 @@ def _closed(got: int, n: int, clean_ok: bool) -> ConnectionClosed:
         "connection closed" if clean else f"connection closed mid-frame ({got}/{n} bytes)", clean)
 
 
+def _recv_growing(sock: _Recv, n: int, have: bytes = b"", counted_before: int = 0) -> bytearray:
+    """``n`` bytes (the first of them ``have``) in one bytearray that grows with the bytes that
+    arrive, never sized from the declared ``n``: a frame header that declares 2 GiB and is
+    followed by a few bytes costs a 1 MiB receive buffer, not 2 GiB. Each chunk is copied once
+    into the body (growing a large bytearray is a ``realloc``: mremap, no copy), which costs what
+    zero-filling a body allocated in full did."""
+    buf = bytearray(have)
+    chunk = bytearray(min(n - len(buf), _SMALL_FRAME))
+    with memoryview(chunk) as view:
+        while len(buf) < n:
+            k = sock.recv_into(view, min(len(chunk), n - len(buf)))
+            if k == 0:
+                raise _closed(counted_before + len(buf), counted_before + n, clean_ok=False)
+            buf += view[:k]
+    return buf
+
+
 def _recv_exact(sock: _Recv, n: int, clean_ok: bool) -> bytes | bytearray:
     if n <= _SMALL_FRAME:
         data = sock.recv(n)
@@ -55,15 +72,7 @@ def _recv_exact(sock: _Recv, n: int, clean_ok: bool) -> bytes | bytearray:
             chunks.append(data)
             got += len(data)
         return b"".join(chunks)
-    buf = bytearray(n)  # large bodies: one allocation, filled in place
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:], n - got)
-        if k == 0:
-            raise _closed(got, n, clean_ok)
-        got += k
-    return buf
+    return _recv_growing(sock, n)  # only headers may end cleanly: n is a body here
 
 
 def _check_header(header: bytes, max_length: int) -> tuple[int, FrameType | None, int]:
@@ -92,7 +101,7 @@ def read_frame(sock: _Recv, max_length: int = WORKER_MAX_FRAME) -> Frame:
 class FrameReader:
     """``read_frame`` for a connection this reader owns: through one receive buffer, so a small
     frame costs one ``recv`` (header and body together) instead of two. A body larger than the
-    buffer is read straight into a bytearray of its own."""
+    buffer is read into a bytearray of its own, which grows as its bytes arrive."""
 
     BUFSIZE = 64 * 1024  # below malloc's mmap threshold: a recv buffer is a cheap allocation
 
@@ -123,17 +132,8 @@ class FrameReader:
             body: bytes | bytearray = self._buf[HEADER_SIZE:end]
             self._buf = self._buf[end:]
         else:
-            body = bytearray(length - 5)
-            have = self._buf[HEADER_SIZE:]
-            body[:len(have)] = have
-            self._buf = b""
-            view = memoryview(body)
-            got = len(have)
-            while got < len(body):
-                k = self._sock.recv_into(view[got:], len(body) - got)
-                if k == 0:
-                    raise _closed(HEADER_SIZE + got, end, clean_ok=False)
-                got += k
+            have, self._buf = self._buf[HEADER_SIZE:], b""
+            body = _recv_growing(self._sock, length - 5, have, counted_before=HEADER_SIZE)
         if frame_type is None:
             raise UnknownFrameType(header[4], batch_id)
         return Frame(frame_type, batch_id, body)

@@ -17,6 +17,8 @@ import java.util.List;
  */
 public final class Codec {
     private static final int HEADER = 9;
+    /** Frame bodies up to this size are allocated at once; a larger one grows as it arrives. */
+    static final int ALLOCATE_AHEAD = 1 << 20;
 
     private Codec() {
     }
@@ -77,11 +79,26 @@ public final class Codec {
             throw new ProtocolException("frame of " + (length - 5) + " bytes exceeds the limit of " + maxLength
                     + " bytes (max_response_size)");
         }
-        ByteBuffer body = ByteBuffer.allocate((int) (length - 5));
-        if (!readFully(ch, body, false)) {
-            throw new ProtocolException("connection closed inside a frame");
+        return new Frame(type, batchId, readBody(ch, (int) (length - 5)));
+    }
+
+    /**
+     * {@code n} body bytes. Up to {@link #ALLOCATE_AHEAD} the buffer is allocated as declared;
+     * past that it doubles as the bytes arrive, so a length field that is not followed by its
+     * bytes costs at most twice what did arrive, never the declared size.
+     */
+    private static byte[] readBody(ReadableByteChannel ch, int n) throws IOException {
+        ByteBuffer b = ByteBuffer.allocate(Math.min(n, ALLOCATE_AHEAD));
+        while (true) {
+            readFully(ch, b, false);   // EOF inside a frame: ProtocolException
+            if (b.capacity() == n) {
+                return b.array();
+            }
+            ByteBuffer bigger = ByteBuffer.allocate((int) Math.min(n, 2L * b.capacity()));
+            b.flip();
+            bigger.put(b);
+            b = bigger;
         }
-        return new Frame(type, batchId, body.array());
     }
 
     /** Decodes a frame from a byte array holding exactly one frame (used by the vector tests). */
