@@ -138,6 +138,7 @@ public final class ConfigKeys {
         ignored("debug", Type.BOOL, "false");
         ignored("model_snapshot", Type.STRING, null);
         k("vmargs", Type.STRING, null);    // JVM options, read by the torchserve launcher
+        k("log_format", Type.STRING, "text");   // tserve's: the bundled log4j2 config, text or json (org.tserve.util.LogSetup)
         ignored("plugins_path", Type.STRING, null);
         ignored("workflow_store", Type.STRING, null);
     }

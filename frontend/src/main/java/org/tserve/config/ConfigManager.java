@@ -17,7 +17,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
-import java.util.logging.Logger;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -27,7 +26,6 @@ import java.util.regex.Pattern;
  * Every value is type-checked at load time; unknown keys produce a warning naming them.
  */
 public final class ConfigManager {
-    private static final Logger LOG = Logger.getLogger(ConfigManager.class.getName());
     private static final Pattern ENV_REF = Pattern.compile("\\$\\$([A-Za-z_][A-Za-z0-9_]*)\\$\\$");
 
     private final Map<String, String> values = new TreeMap<>();

@@ -6,8 +6,9 @@ import io.grpc.ServerCall;
 import io.grpc.ServerCallHandler;
 import io.grpc.ServerInterceptor;
 import io.grpc.Status;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.auth.TokenAuthorization;
+import org.tserve.util.Logging;
 
 /**
  * Token authorization for gRPC: the {@code authorization} metadata key carries
@@ -15,7 +16,7 @@ import org.tserve.auth.TokenAuthorization;
  * management key for the management service). A bad or missing token → UNAUTHENTICATED.
  */
 final class AuthInterceptor implements ServerInterceptor {
-    private static final Logger LOG = Logger.getLogger(AuthInterceptor.class.getName());
+    private static final Logger LOG = Logging.logger(AuthInterceptor.class);
     static final Metadata.Key<String> AUTHORIZATION = Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
 
     private final TokenAuthorization auth;

@@ -8,12 +8,13 @@ import io.grpc.Status;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import java.util.List;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.pytorch.serve.grpc.inference.InferenceAPIsServiceGrpc;
 import org.pytorch.serve.grpc.inference.PredictionResponse;
 import org.pytorch.serve.grpc.inference.PredictionsRequest;
 import org.pytorch.serve.grpc.inference.TorchServeHealthResponse;
 import org.tserve.metrics.MetricsRegistry;
+import org.tserve.util.Logging;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
@@ -28,7 +29,7 @@ import org.tserve.wlm.protocol.Response;
  * header under its lower-cased name); errors close the call with the mapped gRPC code.
  */
 final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServiceImplBase {
-    private static final Logger LOG = Logger.getLogger(InferenceService.class.getName());
+    private static final Logger LOG = Logging.logger(InferenceService.class);
 
     private final ModelManager models;
 
@@ -124,7 +125,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
         MetricsRegistry.get().responseSent(status);
         call.addTrailer("ts-status", String.valueOf(status));
         Status s = GrpcStatusMapper.status(status, message);
-        LOG.fine("gRPC prediction failed: " + s.getCode() + " " + message);
+        LOG.debug("gRPC prediction failed: " + s.getCode() + " " + message);
         out.onError(s.asRuntimeException());
     }
 
@@ -160,7 +161,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
                 try {
                     delegate.onError(t);
                 } catch (RuntimeException e) {
-                    LOG.fine("gRPC call already closed: " + e.getMessage());
+                    LOG.debug("gRPC call already closed: " + e.getMessage());
                 }
             }
         }
@@ -171,7 +172,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
                 try {
                     delegate.onCompleted();
                 } catch (RuntimeException e) {
-                    LOG.fine("gRPC call already closed: " + e.getMessage());
+                    LOG.debug("gRPC call already closed: " + e.getMessage());
                 }
             }
         }

@@ -127,6 +127,7 @@ final class OpenAiApi {
         List<Part> parts = List.of(new Part("body", "application/json", body));
         String version = route.version();
         HttpJobResponder responder = new HttpJobResponder(ex);
+        ex.model = model;   // for the access log
         Job job = new Job(ex.requestId, model, version, headers, parts, responder);
         try {
             org.tserve.metrics.InferenceRequests.submit(models, job);   // counted once the model is found, as predict

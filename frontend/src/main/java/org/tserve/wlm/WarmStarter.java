@@ -10,8 +10,8 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.logging.Logger;
 import java.util.regex.Pattern;
+import org.apache.logging.log4j.Logger;
 import org.tserve.util.Logging;
 
 /**
@@ -21,8 +21,8 @@ import org.tserve.util.Logging;
  * class only starts, watches and stops the zygote (docs/performance.md, "Warm starts").
  */
 public final class WarmStarter {
-    private static final Logger LOG = Logger.getLogger(WarmStarter.class.getName());
-    private static final Logger MODEL_LOG = Logger.getLogger(Logging.MODEL_LOG);
+    private static final Logger LOG = Logging.logger(WarmStarter.class);
+    private static final Logger MODEL_LOG = Logging.named(Logging.MODEL_LOG);
     private final Process process;
     private final Path socket;
     private final Path launcher;
@@ -42,7 +42,7 @@ public final class WarmStarter {
                                     String envBlacklist) {
         Path launcher = Path.of(modelServerHome, "ts", "zygote_launch.py");
         if (!Files.isRegularFile(launcher)) {
-            LOG.warning("warm worker starts off: " + launcher + " not found");
+            LOG.warn("warm worker starts off: " + launcher + " not found");
             return null;
         }
         Path socket = socketDir.resolve("zygote.sock");
@@ -66,7 +66,7 @@ public final class WarmStarter {
             LOG.info("warm worker starts: zygote pid " + p.pid() + " preloading " + preload);
             return w;
         } catch (IOException ex) {
-            LOG.warning("warm worker starts off: cannot start " + python + " -m ts.zygote: " + ex.getMessage());
+            LOG.warn("warm worker starts off: cannot start " + python + " -m ts.zygote: " + ex.getMessage());
             return null;
         }
     }
@@ -84,7 +84,7 @@ public final class WarmStarter {
             }
             try {   // its output ends when it exits (or closes it): wait for the exit itself
                 if (process.waitFor(5, java.util.concurrent.TimeUnit.SECONDS)) {
-                    LOG.warning("warm worker starts: the zygote exited with status " + process.exitValue()
+                    LOG.warn("warm worker starts: the zygote exited with status " + process.exitValue()
                             + "; workers start cold from now on");
                 }
             } catch (InterruptedException e) {

@@ -6,11 +6,12 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.logging.Level;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
+import org.apache.logging.log4j.ThreadContext;
 import org.tserve.config.ModelSettings;
 import org.tserve.dist.DeviceReservation;
 import org.tserve.dist.TorchrunOptions;
+import org.tserve.util.Logging;
 import org.tserve.wlm.protocol.FrameType;
 
 /**
@@ -27,7 +28,7 @@ import org.tserve.wlm.protocol.FrameType;
  * thing to move into a class of their own beside {@link RemoteNodes}.
  */
 final class WorkerThread {
-    private static final Logger LOG = Logger.getLogger(WorkerThread.class.getName());
+    private static final Logger LOG = Logging.logger(WorkerThread.class);
     /** How often the in-flight table is swept for batches past their responseTimeout. */
     static final long SWEEP_MILLIS = 100;
     /** A worker READY this long before it died restarts without delay ({@link RestartBackoff}). */
@@ -279,7 +280,7 @@ final class WorkerThread {
             nodeFailure = lost;
             BackendLink c = link;
             if (dynamic()) {
-                LOG.warning(name + ": " + lost + "; torchrun re-forms the job without it");
+                LOG.warn(name + ": " + lost + "; torchrun re-forms the job without it");
                 // SIGKILL first, the link after: a rank whose connection closes first exits 0,
                 // which torchrun takes for a finished job (no re-form)
                 for (long pid : ranks.loadedPids()) {
@@ -290,7 +291,7 @@ final class WorkerThread {
                         } catch (InterruptedException e) {
                             Thread.currentThread().interrupt();
                         } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
-                            LOG.warning(name + ": rank pid " + pid + " did not exit within 5 s of SIGKILL");
+                            LOG.warn(name + ": rank pid " + pid + " did not exit within 5 s of SIGKILL");
                         }
                     });
                 }
@@ -299,7 +300,7 @@ final class WorkerThread {
                 }
                 continue;
             }
-            LOG.warning(name + ": " + lost + "; the job restarts on every node");
+            LOG.warn(name + ": " + lost + "; the job restarts on every node");
             if (c != null) {
                 c.die(lost);
             }
@@ -337,6 +338,8 @@ final class WorkerThread {
     // ---- the supervision loop ----
 
     private void run() {
+        ThreadContext.put(Logging.MODEL, model.name);   // for layouts that print the context (log_format=json)
+        ThreadContext.put(Logging.WORKER, name);
         RestartBackoff backoff = new RestartBackoff(System::currentTimeMillis);
         try {
             while (!stopping) {
@@ -374,7 +377,7 @@ final class WorkerThread {
             Thread.currentThread().interrupt();
             return ended("interrupted", 500);
         } catch (RuntimeException e) {
-            LOG.log(Level.SEVERE, name + ": unexpected error", e);
+            LOG.error(name + ": unexpected error", e);
             return ended("unexpected frontend error: " + e, 500);
         }
     }
@@ -493,7 +496,7 @@ final class WorkerThread {
             String lost = nodeFailure;
             String msg = (lost != null ? lost + "; " : who + " ended; ")
                     + "torchrun re-forms the job with the nodes that are there (re-form " + ranks.elasticRestarts() + ")";
-            LOG.warning(name + ": " + msg);
+            LOG.warn(name + ": " + msg);
             state = WorkerState.STARTING;
             inFlight.failAll(500, msg);
             return true;
@@ -505,7 +508,7 @@ final class WorkerThread {
         }
         String msg = who + " died; torchrun is restarting the ranks (restart " + ranks.elasticRestarts() + " of "
                 + ranks.maxRestarts() + ")";
-        LOG.warning(name + ": " + msg);
+        LOG.warn(name + ": " + msg);
         state = WorkerState.STARTING;
         inFlight.failAll(500, msg);
         return true;
@@ -547,14 +550,14 @@ final class WorkerThread {
             String msg = "Worker died. (worker " + port + " of model " + model.name
                     + (exit == null ? "" : " exited with status " + exit) + (failure == null ? "" : ": " + failure) + ")";
             if (inFlight.failAll(500, msg) > 0) {
-                LOG.warning(name + ": " + msg);
+                LOG.warn(name + ": " + msg);
             }
         }
         if (model.getSettings().sequenceBatching) {   // the handler's state for them is gone
             model.sequences.closeFor(this, failure == null ? "stopped" : failure);
         }
         if (failure != null && !stopping) {
-            LOG.warning(name + ": worker failed: " + failure + (exit == null ? "" : " (exit status " + exit + ")"));
+            LOG.warn(name + ": worker failed: " + failure + (exit == null ? "" : " (exit status " + exit + ")"));
         }
         if (!firstLoad.isDone()) {
             firstLoad.completeExceptionally(new WlmException(end.status() == 200 ? 500 : end.status(),
@@ -570,13 +573,13 @@ final class WorkerThread {
             LOG.info(name + ": Auto recovery start timestamp: " + backoff.recoveryStart());
         }
         if (delay < 0) {
-            LOG.severe(name + ": Auto recovery failed again; worker gives up after maxRetryTimeoutInSec="
+            LOG.error(name + ": Auto recovery failed again; worker gives up after maxRetryTimeoutInSec="
                     + model.getSettings().maxRetryTimeoutInSec + " s");
             return false;
         }
         state = WorkerState.RESTARTING;
         ranks.mark("RESTARTING");
-        LOG.warning(name + ": Retry worker: " + port + " in " + delay + " seconds. (" + failure + ")");
+        LOG.warn(name + ": Retry worker: " + port + " in " + delay + " seconds. (" + failure + ")");
         return !stopSignal.await(delay, TimeUnit.SECONDS);
     }
 
@@ -605,7 +608,7 @@ final class WorkerThread {
         for (InFlightBatch b : inFlight.takeExpired()) {
             String msg = "Model \"" + model.name + "\" did not answer within its responseTimeout of " + b.timeoutSec
                     + " s; worker " + port + " is restarted";
-            LOG.warning(name + ": " + msg);
+            LOG.warn(name + ": " + msg);
             for (Job j : b.jobs) {
                 j.fail(504, msg);
             }
