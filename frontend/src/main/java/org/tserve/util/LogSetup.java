@@ -54,9 +54,13 @@ public final class LogSetup {
         // resolved as TorchServe does, an empty value meaning unset (log4j2's ${env:X:-default} keeps an empty X)
         System.setProperty("tserve.log_location", Logging.logDir().getPath());
         System.setProperty("tserve.metrics_location", Logging.metricsDir().getPath());
-        Problems problems = new Problems();
+        // log4j2 would print its own complaints with stack traces (a console listener per config): the
+        // listener below reports each in one line instead, to the user at startup, on stderr after
+        setIfAbsent("Log4jDefaultStatusLevel", "OFF");
         StatusLogger status = StatusLogger.getLogger();
-        status.registerListener(problems);
+        PROBLEMS.collecting = true;
+        status.removeListener(PROBLEMS);   // once, also when started again (tests)
+        status.registerListener(PROBLEMS);
         try {
             boolean running = LogManager.getFactory().hasContext(LogSetup.class.getName(), null, false);
             LoggerContext ctx = (LoggerContext) LogManager.getContext(false);   // reads the configuration, builds appenders
@@ -64,12 +68,13 @@ public final class LogSetup {
                 ctx.reconfigure();   // log4j2 was started before the config was chosen (tests): read it again
             }
         } finally {
-            status.removeListener(problems);
+            PROBLEMS.collecting = false;
         }
-        if (!problems.found.isEmpty()) {
+        List<String> found = PROBLEMS.takeFound();
+        if (!found.isEmpty()) {
             LogManager.shutdown();
             throw new ConfigException("Log config " + location + " (--log-config / -D" + CONFIG_PROPERTY + ") cannot be used: "
-                    + problems.found.get(0) + (own ? "" : "; fix the file or leave it out to get tserve's own logs"));
+                    + found.get(0) + (own ? "" : "; fix the file or leave it out to get tserve's own logs"));
         }
         if (!own && logFormat != null && !logFormat.trim().equalsIgnoreCase("text")) {
             Logging.logger(LogSetup.class).warn("log_format=" + logFormat.trim() + " is ignored: the log config " + location
@@ -104,17 +109,32 @@ public final class LogSetup {
         }
     }
 
+    private static final Problems PROBLEMS = new Problems();
+
     /**
-     * log4j2's own complaints while it reads the configuration: errors, and warnings that carry an
-     * exception (an unknown level, a bad attribute value), which log4j2 would otherwise skip.
+     * log4j2's own complaints, one line each. While the configuration is read: errors, and warnings
+     * that carry an exception (an unknown level, a bad attribute value), which log4j2 would
+     * otherwise skip, collected for {@link #start}. After: errors (an appender that cannot write)
+     * on stderr.
      */
     private static final class Problems implements StatusListener {
-        final List<String> found = new ArrayList<>();
+        private final List<String> found = new ArrayList<>();
+        volatile boolean collecting = true;
+
+        synchronized List<String> takeFound() {
+            List<String> out = new ArrayList<>(found);
+            found.clear();
+            return out;
+        }
 
         @Override
         public synchronized void log(StatusData data) {
             Throwable t = data.getThrowable();
-            if (data.getLevel().isMoreSpecificThan(Level.ERROR) || t != null) {
+            boolean error = data.getLevel().isMoreSpecificThan(Level.ERROR);
+            if (!collecting && error) {
+                System.err.println("log4j2 " + data.getLevel() + ": " + LogText.oneLine(data.getMessage().getFormattedMessage()
+                        + (t == null ? "" : " | " + t)));
+            } else if (collecting && (error || t != null)) {
                 StringBuilder sb = new StringBuilder(data.getMessage().getFormattedMessage());
                 if (t instanceof SAXParseException) {
                     SAXParseException e = (SAXParseException) t;
