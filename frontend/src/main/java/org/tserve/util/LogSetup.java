@@ -3,9 +3,14 @@ package org.tserve.util;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import org.apache.logging.log4j.Level;
 import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.core.Appender;
 import org.apache.logging.log4j.core.LoggerContext;
+import org.apache.logging.log4j.core.appender.AbstractOutputStreamAppender;
 import org.apache.logging.log4j.status.StatusData;
 import org.apache.logging.log4j.status.StatusListener;
 import org.apache.logging.log4j.status.StatusLogger;
@@ -24,6 +29,11 @@ public final class LogSetup {
     /** The bundled configurations, by {@code log_format}. */
     static final String TEXT_CONFIG = "org/tserve/logging/log4j2.xml";
     static final String JSON_CONFIG = "org/tserve/logging/log4j2-json.xml";
+    /** How long a line may wait in a buffered appender ({@code immediateFlush="false"}) before it is written. */
+    static final long FLUSH_MILLIS = 200;
+
+    private static LoggerContext context;
+    private static ScheduledExecutorService flusher;
 
     private LogSetup() {
     }
@@ -67,12 +77,13 @@ public final class LogSetup {
             if (running) {
                 ctx.reconfigure();   // log4j2 was started before the config was chosen (tests): read it again
             }
+            startFlushing(ctx);
         } finally {
             PROBLEMS.collecting = false;
         }
         List<String> found = PROBLEMS.takeFound();
         if (!found.isEmpty()) {
-            LogManager.shutdown();
+            stop();
             throw new ConfigException("Log config " + location + " (--log-config / -D" + CONFIG_PROPERTY + ") cannot be used: "
                     + found.get(0) + (own ? "" : "; fix the file or leave it out to get tserve's own logs"));
         }
@@ -98,9 +109,53 @@ public final class LogSetup {
         }
     }
 
+    /**
+     * Buffered appenders ({@code immediateFlush="false"}: tserve's access and metric logs, or a user's)
+     * are written out every {@link #FLUSH_MILLIS} ms. log4j2 itself writes such a buffer only when
+     * it is full, or after each event behind an Async appender, which costs a thread hand-off and
+     * a write call per request at low load.
+     */
+    private static synchronized void startFlushing(LoggerContext ctx) {
+        context = ctx;
+        if (flusher == null) {
+            flusher = Executors.newSingleThreadScheduledExecutor(r -> {
+                Thread t = new Thread(r, "log-flush");
+                t.setDaemon(true);
+                return t;
+            });
+            flusher.scheduleWithFixedDelay(LogSetup::flushBuffered, FLUSH_MILLIS, FLUSH_MILLIS, TimeUnit.MILLISECONDS);
+        }
+    }
+
+    /** Writes what buffered appenders hold (the current configuration's, also after a reconfiguration). */
+    static synchronized void flushBuffered() {
+        if (context == null) {
+            return;
+        }
+        for (Appender a : context.getConfiguration().getAppenders().values()) {
+            if (a instanceof AbstractOutputStreamAppender && a.isStarted()) {
+                AbstractOutputStreamAppender<?> out = (AbstractOutputStreamAppender<?>) a;
+                if (!out.getImmediateFlush()) {
+                    try {
+                        out.getManager().flush();
+                    } catch (RuntimeException e) {
+                        // log4j2 reported it through its status logger; the next tick tries again
+                    }
+                }
+            }
+        }
+    }
+
     /** Writes what the appenders hold and stops logging (the last call of a stopping server). */
     public static void stop() {
-        LogManager.shutdown();
+        synchronized (LogSetup.class) {
+            if (flusher != null) {
+                flusher.shutdownNow();
+                flusher = null;
+            }
+            context = null;
+        }
+        LogManager.shutdown();   // stopping an appender writes its buffer
     }
 
     private static void setIfAbsent(String key, String value) {
