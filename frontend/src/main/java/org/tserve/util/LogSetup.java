@@ -45,6 +45,8 @@ public final class LogSetup {
     public static void prepare() {
         setIfAbsent("java.util.logging.manager", "org.apache.logging.log4j.jul.LogManager");
         setIfAbsent("log4j.shutdownHookEnabled", "false");
+        // the libraries' lines (Netty, gRPC) are kept on one line too, as tserve's own
+        setIfAbsent("log4j2.messageFactory", OneLineMessage.Factory.class.getName());
         // the access log sets and clears request id and model per request: in place, not a map copy per change
         setIfAbsent("log4j2.garbagefreeThreadContextMap", "true");
     }

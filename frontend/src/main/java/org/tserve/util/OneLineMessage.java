@@ -18,7 +18,13 @@ public final class OneLineMessage implements Message, StringBuilderFormattable {
     private static final Object[] NO_PARAMETERS = {};
 
     /** The factory of tserve's loggers ({@link Logging#named}). */
-    public static final AbstractMessageFactory FACTORY = new AbstractMessageFactory() {
+    public static final Factory FACTORY = new Factory();
+
+    /**
+     * Makes {@link OneLineMessage}s; also every library logger's (Netty, gRPC through
+     * java.util.logging), as the {@code log4j2.messageFactory} that {@link LogSetup#prepare} sets.
+     */
+    public static final class Factory extends AbstractMessageFactory {
         private static final long serialVersionUID = 1L;
 
         @Override
@@ -35,7 +41,7 @@ public final class OneLineMessage implements Message, StringBuilderFormattable {
         public Message newMessage(String message, Object... params) {
             return new OneLineMessage(ParameterizedMessage.format(message, params));
         }
-    };
+    }
 
     private final String text;
 
