@@ -11,7 +11,8 @@ JAR := ts/frontend/tserve-frontend.jar
 APT_PACKAGES := openjdk-17-jdk-headless gradle protobuf-compiler protobuf-compiler-grpc-java-plugin \
   libnetty-java libgrpc-java libprotobuf-java libguava-java libperfmark-java libgoogle-common-protos-java \
   libanimal-sniffer-java liberror-prone-java libjsr305-java libgeronimo-annotation-1.3-spec-java \
-  libgoogle-gson-java libslf4j-java libyaml-snake-java junit4 libjacoco-java etcd-server
+  libgoogle-gson-java libslf4j-java liblog4j2-java libjackson2-core-java libjackson2-databind-java \
+  libjackson2-annotations-java libyaml-snake-java junit4 libjacoco-java etcd-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle gradle.properties
 

@@ -21,7 +21,7 @@ class ArgParser:
         parser.add_argument("--model-store", dest="model_store", help="directory holding model archives")
         parser.add_argument("--workflow-store", dest="workflow_store", help="folder of workflow archives (.war); default: model store")
         parser.add_argument("--models", nargs="+", help="models to load at startup: NAME=ARCHIVE, ARCHIVE or 'all'")
-        parser.add_argument("--log-config", dest="log_config", help="TorchServe log4j2 XML file: its logger levels apply")
+        parser.add_argument("--log-config", dest="log_config", help="log4j2 config file (TorchServe's logger names)")
         parser.add_argument("--cpp-log-config", dest="cpp_log_config", help=argparse.SUPPRESS)
         parser.add_argument("--foreground", action="store_true", help="stay attached to the server until it exits")
         parser.add_argument("--no-config-snapshots", "--ncs", dest="ncs", action="store_true", help="do not write config snapshots")

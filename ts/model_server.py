@@ -271,9 +271,6 @@ def start(args: argparse.Namespace) -> int:
         print("TorchServe is already running, please use torchserve --stop to stop TorchServe.")
         return 1
     cmd, props = _resolve_start(args)
-    if args.log_config:
-        print(f"Note: --log-config {args.log_config}: tserve applies its logger levels (Root, org.pytorch.serve, ACCESS_LOG, "
-              "TS_METRICS, MODEL_METRICS, MODEL_LOG); its appenders and patterns are not interpreted (logs go to LOG_LOCATION).")
     logs = log_dir()
     logs.mkdir(parents=True, exist_ok=True)
     home = os.environ.get("TS_MODEL_SERVER_HOME") or str(server_home())

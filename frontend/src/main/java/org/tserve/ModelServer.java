@@ -9,17 +9,17 @@ import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.ServiceLoader;
-import java.util.logging.Logger;
 import java.util.stream.Stream;
+import org.apache.logging.log4j.Logger;
 import org.tserve.archive.ModelArchive;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.Arguments;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
-import org.tserve.config.LogConfig;
 import org.tserve.config.ModelSnapshot;
 import org.tserve.config.SnapshotStore;
 import org.tserve.http.HttpServer;
+import org.tserve.util.LogSetup;
 import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.RegisterRequest;
@@ -33,7 +33,10 @@ import org.tserve.wlm.WorkerEnvironment;
  * {@code Model server started.}; SIGTERM stops it cleanly with exit status 0.
  */
 public final class ModelServer {
-    private static final Logger LOG = Logger.getLogger(ModelServer.class.getName());
+    /** Not a static field: a logger created before main configures log4j2 would start it with no config chosen. */
+    private static Logger log() {
+        return Logging.logger(ModelServer.class);
+    }
     private static volatile String version = "unknown";
 
     private final ConfigManager cfg;
@@ -60,55 +63,37 @@ public final class ModelServer {
     }
 
     public static void main(String[] args) {
+        LogSetup.prepare();   // before any logger exists
         ConfigManager cfg;
         Arguments a;
+        String logConfig;
         try {
             a = Arguments.parse(args);
             cfg = new ConfigManager(a, System.getenv());
-            Logging.configure(true);
-            applyLogConfig();
-        } catch (ConfigException | IOException e) {
+            logConfig = LogSetup.start(cfg.get("log_format"));
+        } catch (ConfigException e) {
             System.err.println("ERROR: " + e.getMessage());
             System.exit(1);
             return;
         }
+        log().info("Log config: " + logConfig);
         Path sockDir = Paths.get(System.getProperty("java.io.tmpdir"), "tserve-" + ProcessHandle.current().pid());
         ModelServer server = new ModelServer(cfg, sockDir, a.zygote);
         try {
             server.start();
         } catch (ConfigException e) {
-            LOG.severe(e.getMessage());
+            log().error(e.getMessage());
             System.err.println("ERROR: " + e.getMessage());
-            Logging.flush();
             server.cleanupQuietly();
+            LogSetup.stop();
             Runtime.getRuntime().halt(1);
         } catch (Exception e) {
-            LOG.severe("Server failed to start: " + e);
+            log().error("Server failed to start: " + e);
             System.err.println("ERROR: server failed to start: " + e);
-            Logging.flush();
             server.cleanupQuietly();
+            LogSetup.stop();
             Runtime.getRuntime().halt(1);
         }
-    }
-
-    /** Applies the levels of the log4j2 file(s) in {@code -Dlog4j.configurationFile} (the launcher's --log-config). */
-    static void applyLogConfig() {
-        String prop = System.getProperty(LogConfig.PROPERTY);
-        if (prop == null || prop.trim().isEmpty()) {
-            return;
-        }
-        List<LogConfig> files = new ArrayList<>();
-        for (File f : LogConfig.locations(prop)) {
-            files.add(LogConfig.parse(f));
-        }
-        if (files.isEmpty()) {
-            return;
-        }
-        LogConfig c = LogConfig.merge(files);
-        String applied = Logging.applyLevels(c);
-        LOG.info("Log config " + prop + ": levels " + applied
-                + (c.skipped().isEmpty() ? "" : "; left at their defaults (property substitution): " + c.skipped())
-                + "; appenders and patterns are not interpreted");
     }
 
     void start() throws Exception {
@@ -118,7 +103,7 @@ public final class ModelServer {
             version = new String(Files.readAllBytes(versionFile), StandardCharsets.UTF_8).trim();
         }
         for (String w : cfg.getWarnings()) {
-            LOG.warning(w);
+            log().warn(w);
         }
         String store = cfg.getModelStore();
         if (store != null && !new File(store).isDirectory()) {
@@ -141,7 +126,7 @@ public final class ModelServer {
                 cfg.getDouble("token_expiration_min"));
         tokens.init();
         if (tokens.isEnabled()) {
-            LOG.info("Token authorization is on: keys are in " + tokens.getFile());
+            log().info("Token authorization is on: keys are in " + tokens.getFile());
         }
         WorkerEnvironment env = new WorkerEnvironment(cfg.getPython(), socketDir, home, metricsCfg,
                 cfg.getBool("decode_input_request"), cfg.get("worker_socket_type").equals("tcp"), cfg.get("blacklist_env_vars"),
@@ -166,10 +151,10 @@ public final class ModelServer {
             ModelSnapshot snapshot = cfg.getModelSnapshot();
             if (snapshot != null) {
                 if (!cfg.getStartupModels().isEmpty()) {
-                    LOG.warning("model_snapshot names the models to start with: load_models / --models "
+                    log().warn("model_snapshot names the models to start with: load_models / --models "
                             + cfg.getStartupModels() + " are ignored, as in TorchServe");
                 }
-                LOG.info("Restoring " + snapshot.versions().size() + " model versions from model_snapshot"
+                log().info("Restoring " + snapshot.versions().size() + " model versions from model_snapshot"
                         + (cfg.isFromSnapshot() ? " of config snapshot " + cfg.getConfigFile() : ""));
                 int loaded = new ModelSnapshotLoader(models, store).load(snapshot);
                 models.setStartupModelsFailed(!snapshot.versions().isEmpty() && loaded == 0);
@@ -185,7 +170,7 @@ public final class ModelServer {
             snapshots.writeNow("startup");
             models.onChange(snapshots::changed);
         }
-        LOG.info("Inference API bound to " + cfg.address("inference_address") + ", management API bound to "
+        log().info("Inference API bound to " + cfg.address("inference_address") + ", management API bound to "
                 + cfg.address("management_address"));
         System.out.println("Model server started.");
         System.out.flush();
@@ -210,7 +195,7 @@ public final class ModelServer {
             {"Model Store", String.valueOf(cfg.getModelStore())},
             {"Initial Models", cfg.getStartupModels().isEmpty() ? "N/A" : String.join(",", cfg.getStartupModels())},
             {"Log dir", Logging.logDir().toString()},
-            {"Metrics dir", Logging.logDir().toString()},
+            {"Metrics dir", Logging.metricsDir().toString()},
             {"Netty threads", cfg.get("number_of_netty_threads")},
             {"Netty client threads", cfg.get("netty_client_threads")},
             {"Default workers per model", cfg.get("default_workers_per_model")},
@@ -234,7 +219,7 @@ public final class ModelServer {
         }
         System.out.print(sb);
         System.out.flush();
-        LOG.info("Configuration: " + sb.toString().trim().replace(System.lineSeparator(), ", "));
+        log().info("Configuration: " + sb.toString().trim().replace(System.lineSeparator(), ", "));
     }
 
     private void loadStartupModels(String store) throws IOException {
@@ -267,22 +252,22 @@ public final class ModelServer {
             r.synchronous = true;
             try {
                 StatusResult res = models.register(r);
-                LOG.info("Startup model " + s[1] + ": " + res.message());
+                log().info("Startup model " + s[1] + ": " + res.message());
                 loaded++;
             } catch (WlmException e) {
-                LOG.severe("Failed to load model: " + s[1] + ": " + e.getMessage());
+                log().error("Failed to load model: " + s[1] + ": " + e.getMessage());
             }
         }
         models.setStartupModelsFailed(!specs.isEmpty() && loaded == 0);
     }
 
     private void shutdownAndHalt() {
-        LOG.info("Shutting down: no new connections; answering in-flight requests, then stopping workers");
+        log().info("Shutting down: no new connections; answering in-flight requests, then stopping workers");
         for (ServerExtension e : extensions) {
             try {
                 e.stop();
             } catch (RuntimeException ex) {
-                LOG.warning("extension stop failed: " + ex);
+                log().warn("extension stop failed: " + ex);
             }
         }
         if (http != null) {
@@ -303,8 +288,8 @@ public final class ModelServer {
             warmStart.stop();
         }
         cleanupQuietly();
-        LOG.info("Server stopped.");
-        Logging.flush();
+        log().info("Server stopped.");
+        LogSetup.stop();
         Runtime.getRuntime().halt(0);
     }
 

@@ -3,13 +3,14 @@ package org.tserve;
 import java.io.File;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ModelSnapshot;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.RegisterRequest;
 import org.tserve.wlm.StatusResult;
 import org.tserve.wlm.WlmException;
+import org.tserve.util.Logging;
 
 /**
  * Starts the models a {@code model_snapshot} names (a restored config snapshot, or KServe's
@@ -18,7 +19,7 @@ import org.tserve.wlm.WlmException;
  * anything loads; a version that fails to load is logged and the others still start.
  */
 final class ModelSnapshotLoader {
-    private static final Logger LOG = Logger.getLogger(ModelServer.class.getName());
+    private static final Logger LOG = Logging.logger(ModelServer.class);
 
     private final ModelManager models;
     private final String store;
@@ -51,7 +52,7 @@ final class ModelSnapshotLoader {
             try {
                 models.setDefault(d.getKey(), d.getValue());
             } catch (WlmException e) {
-                LOG.severe("Cannot make version " + d.getValue() + " the default of model " + d.getKey() + ": " + e.getMessage());
+                LOG.error("Cannot make version " + d.getValue() + " the default of model " + d.getKey() + ": " + e.getMessage());
             }
         }
         return loaded;
@@ -74,13 +75,13 @@ final class ModelSnapshotLoader {
             StatusResult res = models.register(r);
             LOG.info("Model snapshot: " + v.model() + " version " + v.version() + " from " + v.marName() + ": " + res.message());
         } catch (WlmException e) {
-            LOG.severe("Failed to load model: " + v.model() + " version " + v.version() + " from " + v.marName() + ": "
+            LOG.error("Failed to load model: " + v.model() + " version " + v.version() + " from " + v.marName() + ": "
                     + e.getMessage());
             return null;
         }
         String actual = declaredVersion(v);
         if (!actual.equals(v.version())) {
-            LOG.warning("Model snapshot: " + v.marName() + " holds version " + actual + " of " + v.model()
+            LOG.warn("Model snapshot: " + v.marName() + " holds version " + actual + " of " + v.model()
                     + ", not the snapshot's " + v.version() + "; it is registered as " + actual);
         }
         return actual;

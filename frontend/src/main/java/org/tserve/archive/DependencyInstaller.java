@@ -8,7 +8,7 @@ import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.util.BoundedLines;
 import org.tserve.util.Logging;
 
@@ -21,7 +21,7 @@ import org.tserve.util.Logging;
  * model log with lines cut at {@value #MAX_LINE} bytes and at most {@value #MAX_LOGGED_LINES} lines.
  */
 public final class DependencyInstaller {
-    private static final Logger MODEL_LOG = Logger.getLogger(Logging.MODEL_LOG);
+    private static final Logger MODEL_LOG = Logging.named(Logging.MODEL_LOG);
     static final int MAX_LINE = 4096;
     static final int MAX_LOGGED_LINES = 5000;
     private static final int TAIL_LINES = 15;
@@ -163,7 +163,7 @@ public final class DependencyInstaller {
                 if (logged[0] < MAX_LOGGED_LINES) {
                     MODEL_LOG.info("[" + tool + " " + modelName + "] " + line);
                 } else if (logged[0] == MAX_LOGGED_LINES) {
-                    MODEL_LOG.warning("[" + tool + " " + modelName + "] more than " + MAX_LOGGED_LINES + " lines of output; the rest "
+                    MODEL_LOG.warn("[" + tool + " " + modelName + "] more than " + MAX_LOGGED_LINES + " lines of output; the rest "
                             + "is not logged");
                 }
                 logged[0]++;
@@ -175,7 +175,7 @@ public final class DependencyInstaller {
                 }
             });
         } catch (IOException e) {
-            MODEL_LOG.warning("[" + tool + " " + modelName + "] output could not be read: " + e.getMessage());
+            MODEL_LOG.warn("[" + tool + " " + modelName + "] output could not be read: " + e.getMessage());
         }
     }
 }

@@ -10,9 +10,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import java.util.logging.Logger;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
+import org.apache.logging.log4j.Logger;
+import org.tserve.util.Logging;
 import org.yaml.snakeyaml.LoaderOptions;
 import org.yaml.snakeyaml.Yaml;
 import org.yaml.snakeyaml.constructor.SafeConstructor;
@@ -22,7 +23,7 @@ import org.yaml.snakeyaml.constructor.SafeConstructor;
  * model-config.yaml, and a private temporary directory (deleted by {@link #delete()}).
  */
 public final class ModelArchive {
-    private static final Logger LOG = Logger.getLogger(ModelArchive.class.getName());
+    private static final Logger LOG = Logging.logger(ModelArchive.class);
 
     private final Path modelDir;
     private final Path tmpDir;
@@ -75,7 +76,7 @@ public final class ModelArchive {
             if (Files.isRegularFile(mf)) {
                 manifest = Manifest.parse(new String(Files.readAllBytes(mf), StandardCharsets.UTF_8));
             } else {
-                LOG.warning("Model archive " + source.getFileName() + " has no MAR-INF/MANIFEST.json; using defaults");
+                LOG.warn("Model archive " + source.getFileName() + " has no MAR-INF/MANIFEST.json; using defaults");
             }
             Map<String, Object> yaml = new LinkedHashMap<>();
             if (manifest.configFile != null) {
@@ -169,7 +170,7 @@ public final class ModelArchive {
             try {
                 Files.deleteIfExists(downloadedFile);
             } catch (IOException e) {
-                LOG.warning("Cannot delete downloaded archive " + downloadedFile + ": " + e.getMessage());
+                LOG.warn("Cannot delete downloaded archive " + downloadedFile + ": " + e.getMessage());
             }
         }
     }
@@ -184,11 +185,11 @@ public final class ModelArchive {
                 try {
                     Files.deleteIfExists(p);
                 } catch (IOException e) {
-                    LOG.fine("cannot delete " + p + ": " + e.getMessage());
+                    LOG.debug("cannot delete " + p + ": " + e.getMessage());
                 }
             });
         } catch (IOException e) {
-            LOG.warning("Cannot delete " + dir + ": " + e.getMessage());
+            LOG.warn("Cannot delete " + dir + ": " + e.getMessage());
         }
     }
 }

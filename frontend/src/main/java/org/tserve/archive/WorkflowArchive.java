@@ -161,8 +161,8 @@ public final class WorkflowArchive {
             try {
                 Files.deleteIfExists(downloadedFile);
             } catch (IOException e) {
-                java.util.logging.Logger.getLogger(WorkflowArchive.class.getName())
-                        .warning("Cannot delete downloaded workflow archive " + downloadedFile + ": " + e.getMessage());
+                org.tserve.util.Logging.logger(WorkflowArchive.class)
+                        .warn("Cannot delete downloaded workflow archive " + downloadedFile + ": " + e.getMessage());
             }
         }
     }

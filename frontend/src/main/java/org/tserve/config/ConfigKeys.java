@@ -145,6 +145,7 @@ public final class ConfigKeys {
         ignored("debug", Type.BOOL, "false");
         ignored("metrics_format", Type.STRING, null);   // in KServe's config.properties; TorchServe reads metrics_mode
         k("vmargs", Type.STRING, null);    // JVM options, read by the torchserve launcher
+        k("log_format", Type.STRING, "text");   // tserve's: the bundled log4j2 config, text or json (org.tserve.util.LogSetup)
         ignored("plugins_path", Type.STRING, null);
     }
 

@@ -17,7 +17,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
-import java.util.logging.Logger;
 import java.util.regex.Pattern;
 
 /**
@@ -26,7 +25,6 @@ import java.util.regex.Pattern;
  * Every value is type-checked at load time; unknown keys produce a warning naming them.
  */
 public final class ConfigManager {
-    private static final Logger LOG = Logger.getLogger(ConfigManager.class.getName());
 
     private final Map<String, String> values = new TreeMap<>();
     private final List<String> warnings = new ArrayList<>();

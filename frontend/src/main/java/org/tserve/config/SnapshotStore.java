@@ -20,9 +20,10 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import org.tserve.util.Logging;
 
 /**
  * Config snapshots as TorchServe writes them: {@code <LOG_LOCATION>/config/<yyyyMMddHHmmssSSS>-<type>.cfg}
@@ -32,7 +33,7 @@ import java.util.stream.Stream;
  * {@code max_config_snapshots} are kept.
  */
 public final class SnapshotStore {
-    private static final Logger LOG = Logger.getLogger(SnapshotStore.class.getName());
+    private static final Logger LOG = Logging.logger(SnapshotStore.class);
     private static final Pattern NAME = Pattern.compile("^\\d{17}-(startup|snapshot|shutdown)\\.cfg$");
 
     private final Path dir;
@@ -80,7 +81,7 @@ public final class SnapshotStore {
             s.filter(p -> NAME.matcher(p.getFileName().toString()).matches() && Files.isRegularFile(p))
                     .sorted().forEach(out::add);
         } catch (IOException e) {
-            LOG.warning("Cannot list config snapshots in " + dir + ": " + e.getMessage());
+            LOG.warn("Cannot list config snapshots in " + dir + ": " + e.getMessage());
         }
         return out;
     }
@@ -90,7 +91,7 @@ public final class SnapshotStore {
         try {
             writer.submit(() -> write(type)).get(30, TimeUnit.SECONDS);
         } catch (Exception e) {
-            LOG.warning("Config snapshot (" + type + ") not written: " + e);
+            LOG.warn("Config snapshot (" + type + ") not written: " + e);
         }
     }
 
@@ -133,7 +134,7 @@ public final class SnapshotStore {
             LOG.info("Config snapshot " + dir.resolve(file) + " written (" + snap.versions().size() + " model versions)");
             prune();
         } catch (IOException | RuntimeException e) {
-            LOG.warning("Config snapshot " + dir.resolve(file) + " not written: " + e);
+            LOG.warn("Config snapshot " + dir.resolve(file) + " not written: " + e);
         }
     }
 

@@ -7,8 +7,9 @@ import io.grpc.ServerCallHandler;
 import io.grpc.ServerInterceptor;
 import io.grpc.Status;
 import java.util.Set;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.auth.TokenAuthorization;
+import org.tserve.util.Logging;
 
 /**
  * Token authorization for gRPC: the {@code authorization} metadata key carries
@@ -17,7 +18,7 @@ import org.tserve.auth.TokenAuthorization;
  * With {@code health_check_no_auth=true} the health and readiness calls need no token.
  */
 final class AuthInterceptor implements ServerInterceptor {
-    private static final Logger LOG = Logger.getLogger(AuthInterceptor.class.getName());
+    private static final Logger LOG = Logging.logger(AuthInterceptor.class);
     static final Metadata.Key<String> AUTHORIZATION = Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
 
     /** The probes: TorchServe's Ping and the OIP's ServerLive, ServerReady and ModelReady. */

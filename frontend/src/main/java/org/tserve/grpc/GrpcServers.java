@@ -14,11 +14,12 @@ import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.logging.Logger;
 import javax.net.ssl.SSLException;
+import org.apache.logging.log4j.Logger;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
+import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
 
 /**
@@ -28,7 +29,7 @@ import org.tserve.wlm.ModelManager;
  * messages up to {@code max_request_size}, token authorization like REST.
  */
 public final class GrpcServers {
-    private static final Logger LOG = Logger.getLogger(GrpcServers.class.getName());
+    private static final Logger LOG = Logging.logger(GrpcServers.class);
 
     private final List<Server> servers = new ArrayList<>();
     private EventLoopGroup ownBoss;

@@ -8,12 +8,13 @@ import io.grpc.Status;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import java.util.List;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.pytorch.serve.grpc.inference.InferenceAPIsServiceGrpc;
 import org.pytorch.serve.grpc.inference.PredictionResponse;
 import org.pytorch.serve.grpc.inference.PredictionsRequest;
 import org.pytorch.serve.grpc.inference.TorchServeHealthResponse;
 import org.tserve.metrics.MetricsRegistry;
+import org.tserve.util.Logging;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
@@ -28,7 +29,7 @@ import org.tserve.wlm.protocol.Response;
  * header under its lower-cased name); errors close the call with the mapped gRPC code.
  */
 final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServiceImplBase {
-    private static final Logger LOG = Logger.getLogger(InferenceService.class.getName());
+    private static final Logger LOG = Logging.logger(InferenceService.class);
 
     private final ModelManager models;
 
@@ -117,7 +118,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
      */
     static void cancel(Job job) {
         if (job.isCancellable() && job.cancel()) {
-            LOG.fine("gRPC call cancelled by the client: request " + job.getId() + " cancelled");
+            LOG.debug("gRPC call cancelled by the client: request " + job.getId() + " cancelled");
         }
     }
 
@@ -139,7 +140,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
         MetricsRegistry.get().responseSent(status);
         call.addTrailer("ts-status", String.valueOf(status));
         Status s = GrpcStatusMapper.status(status, message);
-        LOG.fine("gRPC prediction failed: " + s.getCode() + " " + message);
+        LOG.debug("gRPC prediction failed: " + s.getCode() + " " + message);
         out.onError(s.asRuntimeException());
     }
 
@@ -201,7 +202,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
                 try {
                     delegate.onError(t);
                 } catch (RuntimeException e) {
-                    LOG.fine("gRPC call already closed: " + e.getMessage());
+                    LOG.debug("gRPC call already closed: " + e.getMessage());
                 }
             }
         }
@@ -212,7 +213,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
                 try {
                     delegate.onCompleted();
                 } catch (RuntimeException e) {
-                    LOG.fine("gRPC call already closed: " + e.getMessage());
+                    LOG.debug("gRPC call already closed: " + e.getMessage());
                 }
             }
         }

@@ -16,7 +16,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
+import org.tserve.util.Logging;
 
 /**
  * Time limits of one connection, and the server's cap on connections. A connection with no
@@ -26,7 +27,7 @@ import java.util.logging.Logger;
  * inference, a long stream) is never cut. All state is touched on the channel's event loop only.
  */
 final class ConnectionGuard {
-    private static final Logger LOG = Logger.getLogger(ConnectionGuard.class.getName());
+    private static final Logger LOG = Logging.logger(ConnectionGuard.class);
 
     private final long idleMillis;
     private final long readMillis;
@@ -54,7 +55,7 @@ final class ConnectionGuard {
         if (max <= 0 || n <= max) {
             return true;
         }
-        LOG.warning("connection from " + ch.remoteAddress() + " refused: " + (n - 1) + " connections are open, "
+        LOG.warn("connection from " + ch.remoteAddress() + " refused: " + (n - 1) + " connections are open, "
                 + "max_connections is " + max);
         if (tls) {
             ch.close();
@@ -153,7 +154,7 @@ final class ConnectionGuard {
         }
         long quiet = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - lastActivity);
         if (inFlight == 0 && !reading && quiet >= idleMillis) {
-            LOG.fine("connection from " + channel.remoteAddress() + " closed: idle for connection_idle_timeout");
+            LOG.debug("connection from " + channel.remoteAddress() + " closed: idle for connection_idle_timeout");
             channel.close();
             return;
         }

@@ -42,6 +42,8 @@ final class Exchange {
     final String protocol;
     final boolean keepAlive;
     final String requestId = org.tserve.util.Ids.fastUuid();
+    /** The model the request is for, once routed (for the access log's context); null for other routes. */
+    String model;
     private final long start = System.nanoTime();
     private final ConfigManager cfg;
     private final AtomicBoolean finished = new AtomicBoolean();
@@ -114,7 +116,7 @@ final class Exchange {
      */
     private static final ChannelFutureListener CLOSE_ON_FAILURE_LOGGED = f -> {
         if (!f.isSuccess() && f.channel().isActive()) {
-            java.util.logging.Logger.getLogger(Exchange.class.getName()).warning("A response could not be written ("
+            Logging.logger(Exchange.class).warn("A response could not be written ("
                     + f.cause() + "); closing the connection of " + f.channel().remoteAddress());
             f.channel().close();
         }
@@ -230,9 +232,9 @@ final class Exchange {
 
     private void log(int status) {
         org.tserve.metrics.MetricsRegistry.get().responseSent(status);   // Requests2XX/4XX/5XX
-        AccessLog access = Logging.access();   // null when access lines are off: nothing to format
-        if (access != null) {
-            access.request(client(ctx), method, uri, protocol, status, (System.nanoTime() - start) / 1_000_000);
+        if (AccessLog.enabled()) {   // off: nothing to format
+            AccessLog.request(client(ctx), method, uri, protocol, status, (System.nanoTime() - start) / 1_000_000,
+                    requestId, model);
         }
     }
 

@@ -15,8 +15,10 @@ import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import java.nio.charset.StandardCharsets;
-import org.tserve.wlm.Job;
+import org.apache.logging.log4j.Logger;
 import org.tserve.util.LogText;
+import org.tserve.util.Logging;
+import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.protocol.Header;
 import org.tserve.wlm.protocol.Response;
@@ -27,7 +29,7 @@ import org.tserve.wlm.protocol.Response;
  * writes run on the channel's event loop.
  */
 final class HttpJobResponder implements JobResponder {
-    private static final java.util.logging.Logger LOG = java.util.logging.Logger.getLogger(HttpJobResponder.class.getName());
+    private static final Logger LOG = Logging.logger(HttpJobResponder.class);
     private final Exchange ex;
     private boolean streaming;
     private int streamStatus;
@@ -130,7 +132,7 @@ final class HttpJobResponder implements JobResponder {
     }
 
     private void unsendable(String problem) {
-        LOG.warning("Response to " + ex.method + " " + ex.uri + " cannot be sent: " + problem);
+        LOG.warn("Response to " + ex.method + " " + ex.uri + " cannot be sent: " + problem);
         ex.sendError(500, "InternalServerException", "The handler's response cannot be sent: " + problem
                 + ". Set header names and values and the reason phrase without line breaks or control characters.");
     }

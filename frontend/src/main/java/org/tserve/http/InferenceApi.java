@@ -168,6 +168,7 @@ final class InferenceApi {
         headers.add(new Header("url_path", urlPath));
         headers.add(new Header("explain", explain ? "True" : "False"));
         HttpJobResponder responder = new HttpJobResponder(ex);
+        ex.model = model;   // for the access log
         Job job = new Job(ex.requestId, model, version, headers, parts, responder);
         try {
             org.tserve.metrics.InferenceRequests.submit(models, job);   // counted once the model is found

@@ -8,10 +8,10 @@ import io.netty.handler.codec.http.QueryStringDecoder;
 import java.io.IOException;
 import java.util.List;
 import java.util.concurrent.ExecutorService;
-import java.util.logging.Level;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.ConfigManager;
+import org.tserve.util.Logging;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelDescription;
@@ -27,7 +27,7 @@ import org.tserve.wlm.protocol.Response;
  * the Netty event loop.
  */
 final class ManagementApi {
-    private static final Logger LOG = Logger.getLogger(ManagementApi.class.getName());
+    private static final Logger LOG = Logging.logger(ManagementApi.class);
     private final ModelManager models;
     private final ConfigManager cfg;
     private final TokenAuthorization tokens;
@@ -285,7 +285,7 @@ final class ManagementApi {
             } catch (WlmException e) {
                 ex.sendError(e.getStatus(), HttpError.typeFor(e.getStatus()), e.getMessage());
             } catch (RuntimeException e) {
-                LOG.log(Level.SEVERE, "management call failed", e);
+                LOG.error("management call failed", e);
                 ex.sendError(500, "InternalServerException", "Internal error: " + e);
             }
         });

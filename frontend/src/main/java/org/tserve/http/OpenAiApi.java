@@ -142,6 +142,7 @@ final class OpenAiApi {
         headers.add(new Header(HEADER, form));
         List<Part> parts = List.of(new Part("body", "application/json", body));
         HttpJobResponder responder = new HttpJobResponder(ex);
+        ex.model = model;   // for the access log
         Job job = new Job(ex.requestId, model, version, headers, parts, responder);
         org.tserve.metrics.InferenceRequests.submit(models, job);   // counted once the model is found, as predict
         responder.cancelOnClose(job);

@@ -9,17 +9,17 @@ import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.QueryStringDecoder;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.logging.Level;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.ServerExtension;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.auth.TokenAuthorization.KeyType;
 import org.tserve.config.ConfigManager;
 import org.tserve.util.LogText;
+import org.tserve.util.Logging;
 
 /** Routes one connector's requests: API description, token check, then its API; else 404. */
 final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
-    private static final Logger LOG = Logger.getLogger(RequestHandler.class.getName());
+    private static final Logger LOG = Logging.logger(RequestHandler.class);
     private final ConnectorType type;
     private final ConfigManager cfg;
     private final TokenAuthorization tokens;
@@ -125,11 +125,11 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
         } catch (HttpError e) {
             ex.sendError(e);
         } catch (RuntimeException e) {
-            LOG.log(Level.SEVERE, "request " + req.method() + " " + req.uri() + " failed", e);
+            LOG.error("request " + req.method() + " " + req.uri() + " failed", e);
             ex.sendError(500, "InternalServerException", "Internal error: " + e);
         } catch (StackOverflowError e) {
             // a safety net: input nested too deeply for a recursive library still gets an answer
-            LOG.severe("request " + req.method() + " " + req.uri() + " overflowed the stack");
+            LOG.error("request " + req.method() + " " + req.uri() + " overflowed the stack");
             ex.sendError(500, "InternalServerException", "Internal error: the request is nested too deeply to process");
         }
     }
@@ -181,7 +181,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
 
     @Override
     public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-        LOG.warning("connection from " + ctx.channel().remoteAddress() + " closed after an error: " + cause);
+        LOG.warn("connection from " + ctx.channel().remoteAddress() + " closed after an error: " + cause);
         ctx.close();
     }
 }

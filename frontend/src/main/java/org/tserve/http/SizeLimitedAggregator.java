@@ -12,12 +12,10 @@ import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
 import io.netty.handler.codec.http.HttpVersion;
 import java.nio.charset.StandardCharsets;
-import java.util.logging.Logger;
-import org.tserve.util.Logging;
+import org.tserve.util.AccessLog;
 
 /** Aggregates requests up to max_request_size; a larger one gets a 413 with a JSON error body. */
 final class SizeLimitedAggregator extends HttpObjectAggregator {
-    private static final Logger ACCESS = Logger.getLogger(Logging.ACCESS_LOG);
     private final int limit;
 
     SizeLimitedAggregator(int limit) {
@@ -44,15 +42,22 @@ final class SizeLimitedAggregator extends HttpObjectAggregator {
     }
 
     private static void access(io.netty.channel.Channel ch, HttpMessage m, int status) {
-        String line = "?";
+        if (!AccessLog.enabled()) {
+            return;
+        }
+        String method = "?";
+        String uri = "?";
+        String protocol = "?";
         if (m instanceof io.netty.handler.codec.http.HttpRequest) {
             io.netty.handler.codec.http.HttpRequest r = (io.netty.handler.codec.http.HttpRequest) m;
-            line = r.method().name() + " " + r.uri() + " " + r.protocolVersion().text();
+            method = r.method().name();
+            uri = r.uri();
+            protocol = r.protocolVersion().text();
         }
         java.net.SocketAddress a = ch.remoteAddress();
         String client = a instanceof java.net.InetSocketAddress
                 ? ((java.net.InetSocketAddress) a).getAddress().getHostAddress() : String.valueOf(a);
-        ACCESS.info(client + " \"" + line + "\" " + status + " 0ms");
+        AccessLog.request(client, method, uri, protocol, status, 0, null, null);
     }
 
     /**

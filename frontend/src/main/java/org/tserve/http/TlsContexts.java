@@ -18,12 +18,13 @@ import java.security.cert.CertificateFactory;
 import java.security.cert.X509Certificate;
 import java.security.spec.PKCS8EncodedKeySpec;
 import java.util.Base64;
-import java.util.logging.Logger;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import javax.net.ssl.KeyManagerFactory;
+import org.apache.logging.log4j.Logger;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
+import org.tserve.util.Logging;
 
 /**
  * The server TLS context of {@code https://} REST addresses, from the keys TorchServe reads:
@@ -33,7 +34,7 @@ import org.tserve.config.ConfigManager;
  * TLS 1.2 and 1.3 with the JDK's default cipher suites.
  */
 public final class TlsContexts {
-    private static final Logger LOG = Logger.getLogger(TlsContexts.class.getName());
+    private static final Logger LOG = Logging.logger(TlsContexts.class);
     private static final Pattern PEM_KEY = Pattern.compile(
         "-----BEGIN ((?:RSA |EC )?PRIVATE KEY)-----([A-Za-z0-9+/=\\s]+)-----END \\1-----");
     private static final String[] PROTOCOLS = {"TLSv1.3", "TLSv1.2"};
@@ -178,7 +179,7 @@ public final class TlsContexts {
                 throw new ConfigException("https:// addresses need 'private_key_file' + 'certificate_file' (PEM) or a 'keystore' "
                         + "in config.properties (making a self-signed certificate with " + keytool + " failed: " + out.trim() + ")");
             }
-            LOG.warning("https:// address without certificate_file/private_key_file/keystore: serving a self-signed "
+            LOG.warn("https:// address without certificate_file/private_key_file/keystore: serving a self-signed "
                     + "certificate (CN=localhost) made at startup");
             return SslContextBuilder.forServer(keyManagers(store.toString(), pass, "PKCS12"));
         } catch (InterruptedException e) {

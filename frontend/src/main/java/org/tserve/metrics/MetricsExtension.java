@@ -14,18 +14,17 @@ import java.util.List;
 import java.util.Set;
 import org.tserve.ServerContext;
 import org.tserve.ServerExtension;
-import org.tserve.util.Logging;
 import org.tserve.wlm.WlmListener;
 
 /**
  * Plugs metrics into the server: installs the {@link MetricsRegistry} (metrics.yaml, metrics_mode,
- * log files in METRICS_LOCATION or LOG_LOCATION), listens to the workload manager (job latencies, worker loads,
+ * TS_METRICS and MODEL_METRICS log lines), listens to the workload manager (job latencies, worker loads,
  * METRICS frames) and serves {@code GET /metrics[?name[]=..]} on the metrics connector.
  */
 public final class MetricsExtension implements ServerExtension {
     @Override
     public void start(ServerContext ctx) {
-        MetricsRegistry r = MetricsSetup.start(ctx.config(), metricsDir());
+        MetricsRegistry r = MetricsSetup.start(ctx.config());
         ctx.modelManager().addListener(new WlmListener() {
             @Override
             public void onJobDone(String model, String version, int status, long queueNanos, long backendNanos) {
@@ -47,12 +46,6 @@ public final class MetricsExtension implements ServerExtension {
                 r.workerLoaded(workerName, millis);
             }
         });
-    }
-
-    /** Where ts_metrics.log and model_metrics.log go: METRICS_LOCATION (as TorchServe), else the log directory. */
-    static java.io.File metricsDir() {
-        String loc = System.getenv("METRICS_LOCATION");
-        return loc == null || loc.isEmpty() ? Logging.logDir() : new java.io.File(loc).getAbsoluteFile();
     }
 
     @Override

@@ -4,7 +4,6 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
-import java.io.File;
 import java.net.InetAddress;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -17,7 +16,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.util.Logging;
 
 /**
@@ -33,7 +32,7 @@ import org.tserve.util.Logging;
  * and read without locks on the request path); a second class would have to expose that cache.
  */
 public final class MetricsRegistry {
-    private static final Logger LOG = Logger.getLogger(MetricsRegistry.class.getName());
+    private static final Logger LOG = Logging.logger(MetricsRegistry.class);
 
     public static final String REQUESTS_TOTAL = "ts_inference_requests_total";
     public static final String INFERENCE_LATENCY = "ts_inference_latency_microseconds";
@@ -46,7 +45,7 @@ public final class MetricsRegistry {
     private static final Emission NONE = new Emission(null, null, null, null);
 
     private static volatile MetricsRegistry global = new MetricsRegistry(
-        MetricsConfig.parse("", "(none)"), MetricsMode.LOG, localHostname(), null, false);
+        MetricsConfig.parse("", "(none)"), MetricsMode.LOG, localHostname(), false, false);
 
     private final MetricsConfig config;
     private final MetricsMode mode;
@@ -67,19 +66,18 @@ public final class MetricsRegistry {
     private final Emission workerThreadTime;
 
     /**
-     * @param logDir where ts_metrics.log and model_metrics.log go; null = no log files
+     * @param logLines write metric log lines (TS_METRICS / MODEL_METRICS loggers); false = Prometheus only
      * @param autoDetect register undeclared handler metrics on the fly
      */
-    public MetricsRegistry(MetricsConfig config, MetricsMode mode, String hostname, File logDir, boolean autoDetect) {
+    public MetricsRegistry(MetricsConfig config, MetricsMode mode, String hostname, boolean logLines, boolean autoDetect) {
         this.config = config;
         this.mode = mode;
         this.hostname = hostname;
         this.autoDetect = autoDetect;
-        // A log config can turn the TS_METRICS / MODEL_METRICS loggers off: then no lines, and no cost to format them.
-        this.tsLog = logDir == null || !Logging.enabled(Logging.TS_METRICS)
-            ? null : new MetricLogSink(new File(logDir, "ts_metrics.log"));
-        this.modelLog = logDir == null || !Logging.enabled(Logging.MODEL_METRICS)
-            ? null : new MetricLogSink(new File(logDir, "model_metrics.log"));
+        // A log config can turn the TS_METRICS / MODEL_METRICS loggers off: then no lines, and no cost to format them
+        // (each sink checks its logger's level per line).
+        this.tsLog = logLines ? new MetricLogSink(Logging.TS_METRICS) : null;
+        this.modelLog = logLines ? new MetricLogSink(Logging.MODEL_METRICS) : null;
         for (MetricSpec s : config.tsMetrics().values()) {
             if (toPrometheus(s.name)) {
                 tsFamilies.put(s.name, new MetricFamily(s));
@@ -390,7 +388,7 @@ public final class MetricsRegistry {
 
     private void warnOnce(String key, String message) {
         if (warned.add(key)) {
-            LOG.warning(message);
+            LOG.warn(message);
         }
     }
 
@@ -412,16 +410,6 @@ public final class MetricsRegistry {
             all.add(modelFamilies.get(n));
         }
         return PrometheusWriter.write(all, names == null ? Collections.emptySet() : names);
-    }
-
-    /** Closes the log files. */
-    public void close() {
-        if (tsLog != null) {
-            tsLog.close();
-        }
-        if (modelLog != null) {
-            modelLog.close();
-        }
     }
 
     private static long nowSeconds() {

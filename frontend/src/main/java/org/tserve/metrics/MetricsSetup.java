@@ -2,12 +2,13 @@ package org.tserve.metrics;
 
 import java.io.File;
 import java.net.URISyntaxException;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.config.ConfigManager;
+import org.tserve.util.Logging;
 
 /** Builds the server's {@link MetricsRegistry} and system-metrics collector from the configuration. */
 public final class MetricsSetup {
-    private static final Logger LOG = Logger.getLogger(MetricsSetup.class.getName());
+    private static final Logger LOG = Logging.logger(MetricsSetup.class);
     private static SystemMetricsCollector collector;
 
     private MetricsSetup() {
@@ -18,10 +19,10 @@ public final class MetricsSetup {
      * else the copy next to the frontend jar), installs the registry as {@link MetricsRegistry#get()}
      * and starts system metrics unless {@code disable_system_metrics=true}.
      */
-    public static synchronized MetricsRegistry start(ConfigManager cfg, File logDir) {
+    public static synchronized MetricsRegistry start(ConfigManager cfg) {
         MetricsMode mode = MetricsMode.parse(cfg.get("metrics_mode"));
         MetricsConfig mc = loadConfig(cfg);
-        MetricsRegistry r = new MetricsRegistry(mc, mode, MetricsRegistry.localHostname(), logDir,
+        MetricsRegistry r = new MetricsRegistry(mc, mode, MetricsRegistry.localHostname(), true,
             cfg.getBool("model_metrics_auto_detect"));
         MetricsRegistry.install(r);
         if (!cfg.getBool("disable_system_metrics")) {
@@ -35,13 +36,12 @@ public final class MetricsSetup {
         return r;
     }
 
-    /** Stops system metrics and closes the metric logs. */
+    /** Stops system metrics. */
     public static synchronized void stop() {
         if (collector != null) {
             collector.stop();
             collector = null;
         }
-        MetricsRegistry.get().close();
     }
 
     /** The metrics.yaml path the frontend uses (and passes to workers as --metrics-config); null if none. */
@@ -62,7 +62,7 @@ public final class MetricsSetup {
                 return near.getAbsoluteFile();
             }
         } catch (URISyntaxException | RuntimeException e) {
-            LOG.fine("cannot locate the frontend jar: " + e.getMessage());
+            LOG.debug("cannot locate the frontend jar: " + e.getMessage());
         }
         return null;
     }
@@ -70,7 +70,7 @@ public final class MetricsSetup {
     private static MetricsConfig loadConfig(ConfigManager cfg) {
         File f = configFile(cfg);
         if (f == null) {
-            LOG.warning("No metrics.yaml found (set metrics_config, or install ts/configs/metrics.yaml); "
+            LOG.warn("No metrics.yaml found (set metrics_config, or install ts/configs/metrics.yaml); "
                     + "no metrics are recorded");
             return MetricsConfig.parse("", "(none)");
         }

@@ -12,7 +12,8 @@ import java.util.List;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
+import org.tserve.util.Logging;
 
 /**
  * Host metrics every {@code metric_time_interval} seconds, read in Java: CPU from /proc/stat,
@@ -21,7 +22,7 @@ import java.util.logging.Logger;
  * nvidia-smi is on the PATH. Values use TorchServe's names and units.
  */
 public final class SystemMetricsCollector {
-    private static final Logger LOG = Logger.getLogger(SystemMetricsCollector.class.getName());
+    private static final Logger LOG = Logging.logger(SystemMetricsCollector.class);
     private static final double MB = 1024.0 * 1024.0;
     private static final double GB = MB * 1024.0;
 
@@ -77,7 +78,7 @@ public final class SystemMetricsCollector {
         try {
             collect();
         } catch (RuntimeException e) {
-            LOG.warning("System metrics collection failed: " + e);
+            LOG.warn("System metrics collection failed: " + e);
         }
     }
 
@@ -189,7 +190,7 @@ public final class SystemMetricsCollector {
         } catch (IOException e) {
             if (!gpuWarned) {
                 gpuWarned = true;
-                LOG.warning("GPU metrics unavailable (" + e.getMessage() + "); number_of_gpu is " + gpus);
+                LOG.warn("GPU metrics unavailable (" + e.getMessage() + "); number_of_gpu is " + gpus);
             }
             return;
         } catch (InterruptedException e) {
@@ -216,7 +217,7 @@ public final class SystemMetricsCollector {
                 out.add(new double[] {Double.parseDouble(f[0].trim()), Double.parseDouble(f[1].trim()),
                     Double.parseDouble(f[2].trim()), Double.parseDouble(f[3].trim())});
             } catch (NumberFormatException e) {
-                LOG.fine("nvidia-smi line not understood: " + l);
+                LOG.debug("nvidia-smi line not understood: " + l);
             }
         }
         return out;

@@ -7,8 +7,9 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.BooleanSupplier;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.config.ModelSettings;
+import org.tserve.util.Logging;
 import org.tserve.wlm.protocol.Frame;
 import org.tserve.wlm.protocol.FrameType;
 
@@ -18,7 +19,7 @@ import org.tserve.wlm.protocol.FrameType;
  * become a {@link WorkerFailure} whose message names the rank and carries the worker's last output.
  */
 final class BackendStarter {
-    private static final Logger LOG = Logger.getLogger(BackendStarter.class.getName());
+    private static final Logger LOG = Logging.logger(BackendStarter.class);
     private final Model model;
     private final String name;
     private final int gpuId;
@@ -137,7 +138,7 @@ final class BackendStarter {
         }
         process.drainLogs(300);
         String tail = process.lastErrorLines(5);
-        LOG.severe(name + ": model load failed" + who + " (" + status + "): " + message
+        LOG.error(name + ": model load failed" + who + " (" + status + "): " + message
                 + (tail.isEmpty() ? "" : " | " + tail));
         // 4xx: the worker refused the model as configured (e.g. a handler the preprocess pool cannot
         // split); its message says why, so the worker's output is not appended

@@ -9,13 +9,14 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.archive.ArchiveException;
 import org.tserve.archive.ModelArchive;
 import org.tserve.archive.ModelLocator;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
+import org.tserve.util.Logging;
 
 /**
  * A member node's parts of its leader's jobs (docs/distributed.md, "Across machines"): for each,
@@ -24,7 +25,7 @@ import org.tserve.config.ModelSettings;
  * holds. Nothing here serves requests: rank 0 on the leader drives every step.
  */
 public final class MemberJobs {
-    private static final Logger LOG = Logger.getLogger(MemberJobs.class.getName());
+    private static final Logger LOG = Logging.logger(MemberJobs.class);
 
     private record Part(String id, Model model, WorkerThread worker, int nodeRank, String leader) {
     }

@@ -3,18 +3,19 @@ package org.tserve.wlm;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.logging.Logger;
 import java.util.regex.Pattern;
+import org.apache.logging.log4j.Logger;
 import org.tserve.archive.Manifest;
 import org.tserve.archive.ModelArchive;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
+import org.tserve.util.Logging;
 
 /** Builds a validated, not yet registered {@link Model} from a registration request and its archive. */
 final class ModelFactory {
     // logs as ModelManager did before the split: same log lines, same --log-config level
-    private static final Logger LOG = Logger.getLogger(ModelManager.class.getName());
+    private static final Logger LOG = Logging.logger(ModelManager.class);
     private static final Pattern NAME = Pattern.compile("^[A-Za-z0-9][A-Za-z0-9_\\-.]*$");
 
     private final ConfigManager cfg;
@@ -66,7 +67,7 @@ final class ModelFactory {
             throw new WlmException(400, e.getMessage());
         }
         for (String w : warnings) {
-            LOG.warning("Model " + name + ": " + w);
+            LOG.warn("Model " + name + ": " + w);
         }
         return new Model(name, version, handler, runtime, archive, settings, req.loadedAtStartup);
     }

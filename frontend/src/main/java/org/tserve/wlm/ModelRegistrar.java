@@ -3,17 +3,18 @@ package org.tserve.wlm;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.archive.ArchiveException;
 import org.tserve.archive.DependencyInstaller;
 import org.tserve.archive.ModelArchive;
 import org.tserve.archive.ModelLocator;
 import org.tserve.config.ConfigManager;
+import org.tserve.util.Logging;
 
 /** Brings model versions in (archive, dependencies, first workers) and takes them out again (queue, workers, files). */
 final class ModelRegistrar {
     // logs as ModelManager did before the split: same log lines, same --log-config level
-    private static final Logger LOG = Logger.getLogger(ModelManager.class.getName());
+    private static final Logger LOG = Logging.logger(ModelManager.class);
 
     private final ConfigManager cfg;
     private final WorkerEnvironment env;

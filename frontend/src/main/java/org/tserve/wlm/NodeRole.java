@@ -8,9 +8,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.dist.MemberClient;
 import org.tserve.dist.TorchrunOptions;
+import org.tserve.util.Logging;
 
 /**
  * The part one worker plays in a job across machines (docs/distributed.md): none (the job runs on
@@ -20,7 +21,7 @@ import org.tserve.dist.TorchrunOptions;
  * ends; which node failed is kept here.
  */
 final class NodeRole {
-    private static final Logger LOG = Logger.getLogger(WorkerThread.class.getName());
+    private static final Logger LOG = Logging.logger(WorkerThread.class);
     /** How often the leader polls its member nodes. */
     private static final long WATCH_MILLIS = 500;
 
@@ -191,7 +192,7 @@ final class NodeRole {
             nodeFailure = lost;
             BackendLink c = link.get();
             if (dynamic()) {
-                LOG.warning(workerName + ": " + lost + "; torchrun re-forms the job without it");
+                LOG.warn(workerName + ": " + lost + "; torchrun re-forms the job without it");
                 // SIGKILL first, the link after: a rank whose connection closes first exits 0,
                 // which torchrun takes for a finished job (no re-form)
                 for (long pid : ranks.loadedPids()) {
@@ -202,7 +203,7 @@ final class NodeRole {
                 }
                 continue;
             }
-            LOG.warning(workerName + ": " + lost + "; the job restarts on every node");
+            LOG.warn(workerName + ": " + lost + "; the job restarts on every node");
             if (c != null) {
                 c.die(lost);
             }
@@ -220,7 +221,7 @@ final class NodeRole {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } catch (ExecutionException | TimeoutException e) {
-            LOG.warning(workerName + ": rank pid " + h.pid() + " did not exit within 5 s of SIGKILL");
+            LOG.warn(workerName + ": rank pid " + h.pid() + " did not exit within 5 s of SIGKILL");
         }
     }
 }

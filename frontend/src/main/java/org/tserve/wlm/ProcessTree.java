@@ -10,7 +10,8 @@ import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
+import org.tserve.util.Logging;
 
 /**
  * Linux process lookups for torchrun jobs: a process's environment, every process carrying a
@@ -18,7 +19,7 @@ import java.util.logging.Logger;
  * agent is gone and they were re-parented), and DeepSpeed's shared-memory buffer files.
  */
 final class ProcessTree {
-    private static final Logger LOG = Logger.getLogger(ProcessTree.class.getName());
+    private static final Logger LOG = Logging.logger(ProcessTree.class);
     static final Path SHM = Path.of("/dev/shm");
     private static final String SHM_PREFIX = "deepspeed_allreduce_buffer_";
 
@@ -82,7 +83,7 @@ final class ProcessTree {
                 }
             }
             if (System.currentTimeMillis() > deadline) {
-                LOG.warning("processes of " + tag + " still alive after SIGKILL: " + left);
+                LOG.warn("processes of " + tag + " still alive after SIGKILL: " + left);
                 return killed;
             }
             try {
@@ -124,7 +125,7 @@ final class ProcessTree {
                 }
             }
         } catch (IOException e) {
-            LOG.warning("cannot clean " + dir + ": " + e.getMessage());
+            LOG.warn("cannot clean " + dir + ": " + e.getMessage());
         }
         return n;
     }

@@ -7,10 +7,11 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.config.ModelSettings;
 import org.tserve.dist.MemberClient;
 import org.tserve.dist.MemberClient.MemberException;
+import org.tserve.util.Logging;
 
 /**
  * The member nodes of one leader worker whose torchrun job spans machines (node ranks 1..n-1;
@@ -20,7 +21,7 @@ import org.tserve.dist.MemberClient.MemberException;
  * group.
  */
 final class RemoteNodes {
-    private static final Logger LOG = Logger.getLogger(RemoteNodes.class.getName());
+    private static final Logger LOG = Logging.logger(RemoteNodes.class);
     /** Consecutive unanswered polls after which a member counts as lost. */
     static final int UNREACHABLE_POLLS = 3;
     /** How often a lost member is asked to rejoin an elastic (etcd) job. */
@@ -158,7 +159,7 @@ final class RemoteNodes {
                 started[i] = true;
                 LOG.info("job " + jobId + ": " + node(i) + " rejoins");
             } catch (MemberException e) {
-                LOG.fine("job " + jobId + ": " + node(i) + " cannot rejoin yet: " + e.getMessage());
+                LOG.debug("job " + jobId + ": " + node(i) + " cannot rejoin yet: " + e.getMessage());
             }
         }
     }
@@ -198,7 +199,7 @@ final class RemoteNodes {
                 try {
                     lastState[n] = members.get(n).stop(jobId, Duration.ofSeconds(60));
                 } catch (MemberException e) {
-                    LOG.warning("job " + jobId + ": could not stop " + node(n) + ": " + e.getMessage());
+                    LOG.warn("job " + jobId + ": could not stop " + node(n) + ": " + e.getMessage());
                 }
             }));
         }

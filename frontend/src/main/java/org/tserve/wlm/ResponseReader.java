@@ -4,8 +4,8 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.util.List;
 import java.util.function.BooleanSupplier;
-import java.util.logging.Level;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
+import org.tserve.util.Logging;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.Frame;
 import org.tserve.wlm.protocol.FrameType;
@@ -18,7 +18,7 @@ import org.tserve.wlm.protocol.Response;
  * that closes kills the link, naming the rank.
  */
 final class ResponseReader {
-    private static final Logger LOG = Logger.getLogger(ResponseReader.class.getName());
+    private static final Logger LOG = Logging.logger(ResponseReader.class);
     private final ModelManager manager;
     private final Model model;
     private final String name;
@@ -78,19 +78,19 @@ final class ResponseReader {
                         }
                         break;
                     default:
-                        LOG.warning(name + ": ignoring unexpected frame " + f);
+                        LOG.warn(name + ": ignoring unexpected frame " + f);
                 }
             }
         } catch (IOException e) {
             String where = c.rankCount() > 1 ? "rank " + rank : null;
             if (c.alive() && !stopping.getAsBoolean()) {
-                LOG.warning(name + ": Worker disconnected" + (where == null ? "" : " (" + where + ")") + ": "
+                LOG.warn(name + ": Worker disconnected" + (where == null ? "" : " (" + where + ")") + ": "
                         + e.getMessage());
             }
             c.die((where == null ? "" : where + ": ")
                     + (e instanceof EOFException ? "worker closed the connection" : e.getMessage()), rank);
         } catch (RuntimeException e) {
-            LOG.log(Level.SEVERE, name + ": reader failed", e);
+            LOG.error(name + ": reader failed", e);
             c.die("frontend reader failed: " + e);
         }
     }
@@ -98,7 +98,7 @@ final class ResponseReader {
     private void onResult(BackendLink c, Frame f, StartupTimeline startup) throws IOException {
         InFlightBatch b = inFlight.remove(f.batchId);
         if (b == null) {
-            LOG.warning(name + ": RESULT for unknown batch " + f.batchId + " ignored");
+            LOG.warn(name + ": RESULT for unknown batch " + f.batchId + " ignored");
             return;
         }
         try {
@@ -108,7 +108,7 @@ final class ResponseReader {
             for (Response r : rs) {
                 Job j = b.byId.get(r.requestId());
                 if (j == null) {
-                    LOG.warning(name + ": RESULT names unknown request " + r.requestId());
+                    LOG.warn(name + ": RESULT names unknown request " + r.requestId());
                     continue;
                 }
                 if (j.result(r)) {
@@ -128,7 +128,7 @@ final class ResponseReader {
     private void onChunk(Frame f) throws IOException {
         InFlightBatch b = inFlight.get(f.batchId);
         if (b == null) {
-            LOG.warning(name + ": CHUNK for unknown batch " + f.batchId + " ignored");
+            LOG.warn(name + ": CHUNK for unknown batch " + f.batchId + " ignored");
             return;
         }
         for (Response r : Codec.decodeResponses(f.body)) {
@@ -152,7 +152,7 @@ final class ResponseReader {
         } else if (!c.loadReplies.get(rank).isDone()) {
             c.loadReplies.get(rank).complete(f);
         } else {
-            LOG.warning(name + ": worker reported an error: " + message);
+            LOG.warn(name + ": worker reported an error: " + message);
         }
     }
 }

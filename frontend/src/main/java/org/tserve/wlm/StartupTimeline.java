@@ -4,7 +4,8 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import java.util.concurrent.TimeUnit;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
+import org.tserve.util.Logging;
 
 /**
  * Where one worker start went, step by step (docs/performance.md, "Startup timing"): spawn (process
@@ -14,7 +15,7 @@ import java.util.logging.Logger;
  * worker is READY and one when its first batch is answered.
  */
 final class StartupTimeline {
-    private static final Logger LOG = Logger.getLogger(StartupTimeline.class.getName());
+    private static final Logger LOG = Logging.logger(StartupTimeline.class);
     private final String worker;
     private final long spawnedNanos = System.nanoTime();
     private volatile long spawnMs = -1;

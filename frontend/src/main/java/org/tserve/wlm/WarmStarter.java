@@ -10,8 +10,8 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.logging.Logger;
 import java.util.regex.Pattern;
+import org.apache.logging.log4j.Logger;
 import org.tserve.util.Logging;
 
 /**
@@ -21,8 +21,8 @@ import org.tserve.util.Logging;
  * class only starts, watches and stops the zygote (docs/performance.md, "Warm starts").
  */
 public final class WarmStarter {
-    private static final Logger LOG = Logger.getLogger(WarmStarter.class.getName());
-    private static final Logger MODEL_LOG = Logger.getLogger(Logging.MODEL_LOG);
+    private static final Logger LOG = Logging.logger(WarmStarter.class);
+    private static final Logger MODEL_LOG = Logging.named(Logging.MODEL_LOG);
     private final ProcessHandle process;
     private final Path socket;
     private final Path launcher;
@@ -48,7 +48,7 @@ public final class WarmStarter {
         try {
             h = ProcessHandle.of(Long.parseLong(pidAndSocket.substring(0, Math.max(colon, 0))));
         } catch (NumberFormatException e) {
-            LOG.warning("warm worker starts off: --zygote " + pidAndSocket + " is not PID:SOCKET");
+            LOG.warn("warm worker starts off: --zygote " + pidAndSocket + " is not PID:SOCKET");
             return null;
         }
         Path socket = Path.of(pidAndSocket.substring(colon + 1));
@@ -72,7 +72,7 @@ public final class WarmStarter {
                                     String envBlacklist) {
         Path launcher = Path.of(modelServerHome, "ts", "zygote_launch.py");
         if (!Files.isRegularFile(launcher)) {
-            LOG.warning("warm worker starts off: " + launcher + " not found");
+            LOG.warn("warm worker starts off: " + launcher + " not found");
             return null;
         }
         Path socket = socketDir.resolve("zygote.sock");
@@ -96,7 +96,7 @@ public final class WarmStarter {
             LOG.info("warm worker starts: zygote pid " + p.pid() + " preloading " + preload);
             return w;
         } catch (IOException ex) {
-            LOG.warning("warm worker starts off: cannot start " + python + " -m ts.zygote: " + ex.getMessage());
+            LOG.warn("warm worker starts off: cannot start " + python + " -m ts.zygote: " + ex.getMessage());
             return null;
         }
     }
@@ -114,7 +114,7 @@ public final class WarmStarter {
             }
             try {   // its output ends when it exits (or closes it): wait for the exit itself
                 if (process.waitFor(5, java.util.concurrent.TimeUnit.SECONDS)) {
-                    LOG.warning("warm worker starts: the zygote exited with status " + process.exitValue()
+                    LOG.warn("warm worker starts: the zygote exited with status " + process.exitValue()
                             + "; workers start cold from now on");
                 }
             } catch (InterruptedException e) {
@@ -129,7 +129,7 @@ public final class WarmStarter {
     private void watchExit() {
         process.onExit().thenRun(() -> {
             if (!stopping) {
-                LOG.warning("warm worker starts: the zygote exited; workers start cold from now on");
+                LOG.warn("warm worker starts: the zygote exited; workers start cold from now on");
             }
         });
     }
@@ -169,7 +169,7 @@ public final class WarmStarter {
                 Files.deleteIfExists(socket);
                 Files.deleteIfExists(socket.getParent());
             } catch (IOException e) {
-                LOG.warning("could not remove the zygote's socket folder " + socket.getParent() + ": " + e.getMessage());
+                LOG.warn("could not remove the zygote's socket folder " + socket.getParent() + ": " + e.getMessage());
             }
         }
     }

@@ -3,12 +3,13 @@ package org.tserve.wlm;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
+import org.tserve.util.Logging;
 
 /** Tells every registered {@link WlmListener} what the workers did. */
 final class WlmListeners {
     // logs as ModelManager did before the split: same log lines, same --log-config level
-    private static final Logger LOG = Logger.getLogger(ModelManager.class.getName());
+    private static final Logger LOG = Logging.logger(ModelManager.class);
 
     private final List<WlmListener> listeners = new CopyOnWriteArrayList<>();
 
@@ -38,7 +39,7 @@ final class WlmListeners {
             try {
                 call.accept(l);
             } catch (RuntimeException e) {
-                LOG.warning("listener failed: " + e);
+                LOG.warn("listener failed: " + e);
             }
         }
     }

@@ -11,8 +11,9 @@ import java.util.Deque;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.logging.Logger;
 import java.util.regex.Pattern;
+import org.apache.logging.log4j.Logger;
+import org.apache.logging.log4j.ThreadContext;
 import org.tserve.dist.DeviceReservation;
 import org.tserve.dist.TorchrunOptions;
 import org.tserve.util.BoundedLines;
@@ -24,12 +25,14 @@ import org.tserve.util.Logging;
  * job with the rank), and killing its whole process tree.
  */
 final class WorkerProcess {
-    private static final Logger MODEL_LOG = Logger.getLogger(Logging.MODEL_LOG);
-    private static final Logger LOG = Logger.getLogger(WorkerProcess.class.getName());
+    private static final Logger MODEL_LOG = Logging.named(Logging.MODEL_LOG);
+    private static final Logger LOG = Logging.logger(WorkerProcess.class);
     private static final int TAIL = 20;
 
     private final Process process;
     private final String prefix;
+    /** The model, for the model log's context (ThreadContext {@code model}). */
+    private final String modelName;
     private final Deque<String> stderrTail = new ArrayDeque<>();
     private volatile boolean started;
     private volatile long workerPid = -1;
@@ -44,9 +47,10 @@ final class WorkerProcess {
     /** (MASTER_ADDR, MASTER_PORT) of every attempt the ranks ran with, for DeepSpeed's shm files. */
     private final java.util.Set<String> shmPrefixes = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
-    private WorkerProcess(Process process, String prefix, String tag) {
+    private WorkerProcess(Process process, String prefix, String modelName, String tag) {
         this.process = process;
         this.prefix = prefix;
+        this.modelName = modelName;
         this.tag = tag;
     }
 
@@ -140,7 +144,7 @@ final class WorkerProcess {
         }
         LOG.info(workerName + ": launching " + String.join(" ", cmd)
                 + (devices == null ? "" : " with CUDA_VISIBLE_DEVICES=" + devices.cudaVisibleDevices()));
-        WorkerProcess wp = new WorkerProcess(pb.start(), workerName, torchrun ? tag : null);
+        WorkerProcess wp = new WorkerProcess(pb.start(), workerName, model.name, torchrun ? tag : null);
         wp.process.getOutputStream().close();
         wp.pump(wp.process.getInputStream(), "stdout", false);
         wp.pump(wp.process.getErrorStream(), "stderr", true);
@@ -157,6 +161,8 @@ final class WorkerProcess {
      */
     private void pump(InputStream in, String stream, boolean keepTail) {
         Thread t = new Thread(() -> {
+            ThreadContext.put(Logging.MODEL, modelName);   // this thread only ever logs this worker's lines
+            ThreadContext.put(Logging.WORKER, prefix);
             try (InputStream s = in) {
                 BoundedLines.read(s, BoundedLines.MAX_LINE_BYTES, l -> line(l, keepTail));
             } catch (IOException ignored) {

@@ -7,7 +7,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
 import org.tserve.dist.DeviceAllocator;
@@ -16,11 +16,12 @@ import org.tserve.dist.InsufficientDevicesException;
 import org.tserve.dist.MemberClient;
 import org.tserve.dist.PortBlockAllocator;
 import org.tserve.dist.TorchrunOptions;
+import org.tserve.util.Logging;
 
 /** Starts and stops the workers of models: their ports and devices, scaling, waiting for load and stop. */
 final class WorkerScaler {
     // logs as ModelManager did before the split: same log lines, same --log-config level
-    private static final Logger LOG = Logger.getLogger(ModelManager.class.getName());
+    private static final Logger LOG = Logging.logger(ModelManager.class);
 
     /** Given to every worker: it calls back (workerStopped, scheduler, metrics) through the facade. */
     private final ModelManager owner;
@@ -248,7 +249,7 @@ final class WorkerScaler {
             try {
                 w.stoppedFuture().get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
             } catch (TimeoutException | ExecutionException e) {
-                LOG.warning("Worker " + w.getId() + " of model " + model.name + " did not stop in time; killing it");
+                LOG.warn("Worker " + w.getId() + " of model " + model.name + " did not stop in time; killing it");
                 w.killNow();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();

@@ -6,10 +6,11 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.logging.Level;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
+import org.apache.logging.log4j.ThreadContext;
 import org.tserve.config.ModelSettings;
 import org.tserve.dist.DeviceReservation;
+import org.tserve.util.Logging;
 import org.tserve.wlm.protocol.FrameType;
 
 /**
@@ -25,7 +26,7 @@ import org.tserve.wlm.protocol.FrameType;
  * failure); split further, each class would reach back into the others' fields.
  */
 final class WorkerThread {
-    private static final Logger LOG = Logger.getLogger(WorkerThread.class.getName());
+    private static final Logger LOG = Logging.logger(WorkerThread.class);
     /** How often the in-flight table is swept for batches past their responseTimeout. */
     static final long SWEEP_MILLIS = 100;
     /** A worker READY this long before it died restarts without delay ({@link RestartBackoff}). */
@@ -246,6 +247,8 @@ final class WorkerThread {
     // ---- the supervision loop ----
 
     private void run() {
+        ThreadContext.put(Logging.MODEL, model.name);   // for layouts that print the context (log_format=json)
+        ThreadContext.put(Logging.WORKER, name);
         RestartBackoff backoff = new RestartBackoff(System::currentTimeMillis);
         try {
             while (!stopping) {
@@ -283,7 +286,7 @@ final class WorkerThread {
             Thread.currentThread().interrupt();
             return ended("interrupted", 500);
         } catch (RuntimeException e) {
-            LOG.log(Level.SEVERE, name + ": unexpected error", e);
+            LOG.error(name + ": unexpected error", e);
             return ended("unexpected frontend error: " + e, 500);
         }
     }
@@ -394,7 +397,7 @@ final class WorkerThread {
             String lost = role.nodeFailure();
             String msg = (lost != null ? lost + "; " : who + " ended; ")
                     + "torchrun re-forms the job with the nodes that are there (re-form " + ranks.elasticRestarts() + ")";
-            LOG.warning(name + ": " + msg);
+            LOG.warn(name + ": " + msg);
             state = WorkerState.STARTING;
             inFlight.failAll(500, msg);
             return true;
@@ -406,7 +409,7 @@ final class WorkerThread {
         }
         String msg = who + " died; torchrun is restarting the ranks (restart " + ranks.elasticRestarts() + " of "
                 + ranks.maxRestarts() + ")";
-        LOG.warning(name + ": " + msg);
+        LOG.warn(name + ": " + msg);
         state = WorkerState.STARTING;
         inFlight.failAll(500, msg);
         return true;
@@ -444,14 +447,14 @@ final class WorkerThread {
             String msg = "Worker died. (worker " + port + " of model " + model.name
                     + (exit == null ? "" : " exited with status " + exit) + (failure == null ? "" : ": " + failure) + ")";
             if (inFlight.failAll(500, msg) > 0) {
-                LOG.warning(name + ": " + msg);
+                LOG.warn(name + ": " + msg);
             }
         }
         if (model.getSettings().sequenceBatching) {   // the handler's state for them is gone
             model.sequences.closeFor(this, failure == null ? "stopped" : failure);
         }
         if (failure != null && !stopping) {
-            LOG.warning(name + ": worker failed: " + failure + (exit == null ? "" : " (exit status " + exit + ")"));
+            LOG.warn(name + ": worker failed: " + failure + (exit == null ? "" : " (exit status " + exit + ")"));
         }
         if (!firstLoad.isDone()) {
             firstLoad.completeExceptionally(new WlmException(end.status() == 200 ? 500 : end.status(),
@@ -467,13 +470,13 @@ final class WorkerThread {
             LOG.info(name + ": Auto recovery start timestamp: " + backoff.recoveryStart());
         }
         if (delay < 0) {
-            LOG.severe(name + ": Auto recovery failed again; worker gives up after maxRetryTimeoutInSec="
+            LOG.error(name + ": Auto recovery failed again; worker gives up after maxRetryTimeoutInSec="
                     + model.getSettings().maxRetryTimeoutInSec + " s");
             return false;
         }
         state = WorkerState.RESTARTING;
         ranks.mark("RESTARTING");
-        LOG.warning(name + ": Retry worker: " + port + " in " + delay + " seconds. (" + failure + ")");
+        LOG.warn(name + ": Retry worker: " + port + " in " + delay + " seconds. (" + failure + ")");
         return !stopSignal.await(delay, TimeUnit.SECONDS);
     }
 
@@ -502,7 +505,7 @@ final class WorkerThread {
         for (InFlightBatch b : inFlight.takeExpired()) {
             String msg = "Model \"" + model.name + "\" did not answer within its responseTimeout of " + b.timeoutSec
                     + " s; worker " + port + " is restarted";
-            LOG.warning(name + ": " + msg);
+            LOG.warn(name + ": " + msg);
             for (Job j : b.jobs) {
                 j.fail(504, msg);
             }

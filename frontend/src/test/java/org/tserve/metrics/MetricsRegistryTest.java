@@ -6,31 +6,31 @@ import static org.junit.Assert.assertTrue;
 
 import java.io.File;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Paths;
-import java.util.Collections;
 import java.util.List;
 import java.util.Set;
 import org.junit.Rule;
 import org.junit.Test;
-import org.junit.rules.TemporaryFolder;
+import org.tserve.util.LogCapture;
+import org.tserve.util.Logging;
 
 public class MetricsRegistryTest {
     @Rule
-    public TemporaryFolder tmp = new TemporaryFolder();
+    public LogCapture tsMetrics = new LogCapture(Logging.TS_METRICS, "%d{ISO8601} - %m");
+    @Rule
+    public LogCapture modelMetrics = new LogCapture(Logging.MODEL_METRICS, "%d{ISO8601} - %m");
 
     private static MetricsConfig defaults() {
         return MetricsConfig.load(Paths.get(System.getProperty("tserve.repo", "../"), "ts", "configs", "metrics.yaml"));
     }
 
     private MetricsRegistry registry(MetricsMode mode, boolean autoDetect) throws IOException {
-        return new MetricsRegistry(defaults(), mode, "h", tmp.getRoot(), autoDetect);
+        return new MetricsRegistry(defaults(), mode, "h", true, autoDetect);
     }
 
-    private List<String> lines(String file) throws IOException {
-        File f = new File(tmp.getRoot(), file);
-        return f.isFile() ? Files.readAllLines(f.toPath(), StandardCharsets.UTF_8) : Collections.emptyList();
+    /** The lines logged to ts_metrics.log or model_metrics.log (as tserve's log4j2 config formats them). */
+    private List<String> lines(String file) {
+        return (file.equals("ts_metrics.log") ? tsMetrics : modelMetrics).lines();
     }
 
     @Test
@@ -101,7 +101,7 @@ public class MetricsRegistryTest {
     public void histogramHandlerMetric() throws IOException {
         MetricsConfig c = MetricsConfig.parse("model_metrics:\n  histogram:\n    - name: Size\n      unit: MB\n"
             + "      dimensions: [ModelName]\n      buckets: [1, 10]\n", "t");
-        MetricsRegistry r = new MetricsRegistry(c, MetricsMode.PROMETHEUS, "h", null, false);
+        MetricsRegistry r = new MetricsRegistry(c, MetricsMode.PROMETHEUS, "h", false, false);
         for (double v : new double[] {0.5, 5, 50}) {
             r.backendMetrics("m", "w", "[{\"name\":\"Size\",\"unit\":\"MB\",\"value\":" + v
                 + ",\"type\":\"histogram\",\"dimensions\":{\"ModelName\":\"m\"}}]");
@@ -128,7 +128,6 @@ public class MetricsRegistryTest {
         r.systemMetric("GPUUtilization", 42, "0");
         r.backendMetrics("m", "w", "[{\"name\":\"HandlerTime\",\"unit\":\"Milliseconds\",\"value\":3.5,"
             + "\"type\":\"gauge\",\"dimensions\":{\"ModelName\":\"m\",\"Level\":\"Model\"},\"requestId\":\"a1,b2\"}]");
-        r.close();
         assertEquals("", r.scrape(null));
         List<String> ts = lines("ts_metrics.log");
         assertEquals(3, ts.size());
@@ -166,7 +165,6 @@ public class MetricsRegistryTest {
         r.workerLoaded("W-9000-m_1.0", 812);
         r.backendMetrics("m", "w", "[{\"name\":\"PredictionTime\",\"unit\":\"ms\",\"value\":0.07,"
             + "\"type\":\"gauge\",\"dimensions\":{\"ModelName\":\"m\",\"Level\":\"Model\"},\"requestId\":\"r1\"}]");
-        r.close();
         long after = System.currentTimeMillis() / 1000;
         String[] expected = {
             "ts_inference_requests_total.Count:1.0|#model_name:m,model_version:1.0|#hostname:h,timestamp:",
@@ -207,7 +205,6 @@ public class MetricsRegistryTest {
         assertTrue(t, t.contains("ts_inference_requests_total{model_name=\"m\",model_version=\"1\",hostname=\"h\",} 1.0\n"));
         assertTrue(t.contains("# TYPE ts_queue_latency_microseconds counter"));
         assertFalse(t.contains("Requests2XX"));
-        r.close();
         assertEquals(1, lines("ts_metrics.log").size());
         assertTrue(lines("ts_metrics.log").get(0).contains("Requests2XX.Count:1.0"));
     }
@@ -216,7 +213,7 @@ public class MetricsRegistryTest {
     public void metricsMissingFromTheConfigAreNotRecorded() throws IOException {
         MetricsConfig c = MetricsConfig.parse("ts_metrics:\n  counter:\n    - name: Requests2XX\n      unit: Count\n"
             + "      dimensions: [Level]\n", "t");
-        MetricsRegistry r = new MetricsRegistry(c, MetricsMode.PROMETHEUS, "h", null, false);
+        MetricsRegistry r = new MetricsRegistry(c, MetricsMode.PROMETHEUS, "h", false, false);
         r.requestReceived("m", null);
         r.responseSent(201);
         assertEquals("# HELP Requests2XX Torchserve prometheus counter metric with unit: Count\n"

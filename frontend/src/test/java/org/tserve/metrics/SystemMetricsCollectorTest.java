@@ -45,7 +45,7 @@ public class SystemMetricsCollectorTest {
             + "    - {name: MemoryUsed, unit: Megabytes, dimensions: [Level, Hostname]}\n"
             + "    - {name: DiskUtilization, unit: Percent, dimensions: [Level, Hostname]}\n"
             + "    - {name: CPUUtilization, unit: Percent, dimensions: [Level, Hostname]}\n", "t");
-        MetricsRegistry r = new MetricsRegistry(c, MetricsMode.PROMETHEUS, "h", null, false);
+        MetricsRegistry r = new MetricsRegistry(c, MetricsMode.PROMETHEUS, "h", false, false);
         SystemMetricsCollector s = new SystemMetricsCollector(r, 60, 0);
         s.collect();
         String t = r.scrape(null);

@@ -13,7 +13,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.util.Json;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
@@ -21,6 +21,7 @@ import org.tserve.wlm.WlmException;
 import org.tserve.wlm.protocol.Header;
 import org.tserve.wlm.protocol.Part;
 import org.tserve.wlm.protocol.Response;
+import org.tserve.util.Logging;
 
 /**
  * Runs one workflow request through its DAG. Every node is an ordinary {@link Job} of the node's
@@ -37,7 +38,7 @@ import org.tserve.wlm.protocol.Response;
  * message naming the node. The client is answered exactly once.
  */
 public final class WorkflowExecutor {
-    private static final Logger LOG = Logger.getLogger(WorkflowExecutor.class.getName());
+    private static final Logger LOG = Logging.logger(WorkflowExecutor.class);
 
     /** Where node jobs go: the model manager's submit (counted in the metrics by the caller's choice). */
     public interface JobSink {
@@ -102,7 +103,7 @@ public final class WorkflowExecutor {
             if (status < 400) {
                 done(node, r);
             } else if (attempt < spec.retryAttempts() && (status >= 500) && !answered.get()) {
-                LOG.warning("Workflow " + wf.name() + " node " + node + " failed (" + status + "), attempt "
+                LOG.warn("Workflow " + wf.name() + " node " + node + " failed (" + status + "), attempt "
                         + (attempt + 1) + " of " + (spec.retryAttempts() + 1) + "; retrying");
                 start(node, parts, attempt + 1);
             } else {
@@ -175,7 +176,7 @@ public final class WorkflowExecutor {
 
     private void fail(String node, int status, String message) {
         if (answered.compareAndSet(false, true)) {
-            LOG.warning("Workflow " + wf.name() + " node " + node + " failed (" + status + "): " + message);
+            LOG.warn("Workflow " + wf.name() + " node " + node + " failed (" + status + "): " + message);
             client.onError(status, "Workflow " + wf.name() + ": node " + node + " failed: " + message);
         }
     }

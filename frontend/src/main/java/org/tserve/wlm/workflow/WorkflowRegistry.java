@@ -12,7 +12,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.logging.Logger;
+import org.apache.logging.log4j.Logger;
 import org.tserve.archive.ArchiveException;
 import org.tserve.archive.ModelLocator;
 import org.tserve.archive.WorkflowArchive;
@@ -21,6 +21,7 @@ import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.RegisterRequest;
 import org.tserve.wlm.StatusResult;
 import org.tserve.wlm.WlmException;
+import org.tserve.util.Logging;
 
 /**
  * The registered workflows. Registering opens the .war from the workflow store, validates its
@@ -30,7 +31,7 @@ import org.tserve.wlm.WlmException;
  * TorchServe). Any node failing takes the others out again. Unregistering removes the models.
  */
 public final class WorkflowRegistry {
-    private static final Logger LOG = Logger.getLogger(WorkflowRegistry.class.getName());
+    private static final Logger LOG = Logging.logger(WorkflowRegistry.class);
 
     private final ModelManager models;
     private final ModelLocator locator;
@@ -178,7 +179,7 @@ public final class WorkflowRegistry {
         try {
             models.unregister(model, null);
         } catch (WlmException e) {
-            LOG.warning("Workflow model " + model + " could not be unregistered: " + e.getMessage());
+            LOG.warn("Workflow model " + model + " could not be unregistered: " + e.getMessage());
         }
     }
 
