@@ -20,9 +20,9 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
-import org.apache.logging.log4j.Logger;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import org.apache.logging.log4j.Logger;
 import org.tserve.util.Logging;
 
 /**
