@@ -38,7 +38,7 @@ public final class Extractor {
         try (ZipInputStream zin = new ZipInputStream(new BufferedInputStream(Files.newInputStream(archive)))) {
             ZipEntry e;
             boolean any = false;
-            while ((e = zin.getNextEntry()) != null) {
+            while ((e = nextEntry(zin, archive)) != null) {
                 any = true;
                 budget.entry();
                 Path target = safeResolve(dest, e.getName(), archive);
@@ -52,6 +52,16 @@ public final class Extractor {
             if (!any) {
                 throw new ArchiveException(400, "Model archive " + archive.getFileName() + " is not a valid zip (.mar) file");
             }
+        }
+    }
+
+    /** The next zip entry; a name that is not valid UTF-8 is a 400 (the JDK throws IllegalArgumentException). */
+    private static ZipEntry nextEntry(ZipInputStream zin, Path archive) throws IOException, ArchiveException {
+        try {
+            return zin.getNextEntry();
+        } catch (IllegalArgumentException e) {
+            throw new ArchiveException(400, "Model archive " + archive.getFileName() + " is not a valid zip (.mar) file: "
+                    + "an entry's name is not valid UTF-8 (" + e.getMessage() + ")");
         }
     }
 

@@ -37,14 +37,14 @@ public class ArchiveTest {
         return p;
     }
 
-    private static void tarEntry(OutputStream out, String name, byte[] data) throws Exception {
+    static void tarEntry(OutputStream out, String name, byte[] data) throws Exception {
         tarHeader(out, name, String.format("%011o", data.length) + "\0", '0');
         out.write(data);
         out.write(new byte[(512 - data.length % 512) % 512]);
     }
 
     /** A tar header with a raw 12-byte size field (declared size, not the data that follows). */
-    private static void tarHeader(OutputStream out, String name, String sizeField, char type) throws Exception {
+    static void tarHeader(OutputStream out, String name, String sizeField, char type) throws Exception {
         byte[] h = new byte[512];
         byte[] n = name.getBytes(StandardCharsets.UTF_8);
         System.arraycopy(n, 0, h, 0, n.length);
