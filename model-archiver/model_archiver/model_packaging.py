@@ -14,7 +14,7 @@ from .model_archiver_config import ModelArchiverConfig
 from .model_archiver_error import ModelArchiverError
 from .progress import Progress
 from .validation import check_choices, check_export_path, check_model_name, load_model_config
-from .writers import open_writer, output_path
+from .writers import output_path, write_archive
 
 log = logging.getLogger("model_archiver")
 
@@ -47,32 +47,8 @@ def package_model(config: ModelArchiverConfig, manifest: str | None = None) -> s
     text = manifest if manifest is not None else manifest_json(config)
     total = sum(e.size for e in entries)
     progress = Progress(total, config.model_name)
-    try:
-        writer = open_writer(target, config.model_name, config.archive_format)
-    except OSError as e:
-        raise ModelArchiverError(
-            f"Cannot write to export-path {config.export_path}: {e.strerror}. "
-            "Check the folder's permissions or choose another --export-path."
-        ) from e
-    source = ""
-    try:
-        for entry in entries:
-            source = entry.source
-            writer.add_file(entry.arcname, entry.source, progress)
-        source = ""
-        writer.add_bytes(MANIFEST_ARCNAME, text.encode("utf-8"))
-        writer.commit()
-    except OSError as e:
-        writer.abort()
-        if source and e.filename == source:
-            raise ModelArchiverError(f"Cannot read {source}: {e.strerror}. Check the file and retry.") from e
-        raise ModelArchiverError(
-            f"Failed to write {target}: {e.strerror or e}. Check disk space and permissions "
-            "of the export path and retry; no archive was written."
-        ) from e
-    except BaseException:
-        writer.abort()
-        raise
+    write_archive(target, config.model_name, config.archive_format, entries,
+                  (MANIFEST_ARCNAME, text.encode("utf-8")), progress)
     log.info("Successfully exported model %s to file %s", config.model_name, target)
     return target
 

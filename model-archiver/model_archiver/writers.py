@@ -17,6 +17,7 @@ import zipfile
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
+from .model_archiver_error import ModelArchiverError
 from .progress import Progress
 
 COPY_BUFFER = 1024 * 1024
@@ -209,3 +210,39 @@ def open_writer(target: str, model_name: str, archive_format: str) -> ArchiveWri
         return DirArchiveWriter(target)
     compression = zipfile.ZIP_STORED if archive_format == "zip-store" else zipfile.ZIP_DEFLATED
     return ZipArchiveWriter(target, compression)
+
+
+def write_archive(target: str, name: str, archive_format: str, entries: list, manifest: tuple[str, bytes],
+                  progress: Progress) -> None:
+    """Stream ``entries`` (each with ``arcname``/``source``) and the manifest into ``target``.
+
+    All or nothing: any OSError aborts the temporary output and becomes one ModelArchiverError
+    naming the file and the fix, so no half-written archive or stack trace is left behind.
+    """
+    export_path = os.path.dirname(target) or "."
+    try:
+        writer = open_writer(target, name, archive_format)
+    except OSError as e:
+        raise ModelArchiverError(
+            f"Cannot write to export-path {export_path}: {e.strerror or e}. "
+            "Check the folder's permissions or choose another --export-path."
+        ) from e
+    source = ""
+    try:
+        for entry in entries:
+            source = entry.source
+            writer.add_file(entry.arcname, entry.source, progress)
+        source = ""
+        writer.add_bytes(*manifest)
+        writer.commit()
+    except OSError as e:
+        writer.abort()
+        if source and e.filename == source:
+            raise ModelArchiverError(f"Cannot read {source}: {e.strerror}. Check the file and retry.") from e
+        raise ModelArchiverError(
+            f"Failed to write {target}: {e.strerror or e}. Check disk space and permissions "
+            "of the export path and retry; no archive was written."
+        ) from e
+    except BaseException:
+        writer.abort()
+        raise

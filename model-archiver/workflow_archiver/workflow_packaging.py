@@ -22,7 +22,7 @@ from model_archiver.model_archiver_error import ModelArchiverError
 from model_archiver.progress import Progress
 from model_archiver.validation import check_export_path, load_model_config, require_file
 from model_archiver.version import __version__
-from model_archiver.writers import open_writer
+from model_archiver.writers import write_archive
 
 from .arg_parser import ArgParser, WorkflowArchiverConfig, config_from_args
 
@@ -88,18 +88,9 @@ def package_workflow(config: WorkflowArchiverConfig) -> str:
         log.warning("Overwriting %s ...", target)
     os.makedirs(config.export_path, exist_ok=True)
     progress = Progress(sum(e.size for e in entries), config.workflow_name)
-    try:
-        writer = open_writer(target, config.workflow_name, "default")
-    except OSError as e:
-        raise WorkflowArchiverError(f"Cannot write to export-path {config.export_path}: {e.strerror}.") from e
-    try:
-        for entry in {e.arcname: e for e in entries}.values():   # a later file of the same name wins
-            writer.add_file(entry.arcname, entry.source, progress)
-        writer.add_bytes(MANIFEST_ARCNAME, manifest_json(config).encode("utf-8"))
-        writer.commit()
-    except BaseException:
-        writer.abort()
-        raise
+    unique = list({e.arcname: e for e in entries}.values())   # a later file of the same name wins
+    write_archive(target, config.workflow_name, "default", unique,
+                  (MANIFEST_ARCNAME, manifest_json(config).encode("utf-8")), progress)
     log.info("Successfully exported workflow %s to file %s", config.workflow_name, target)
     return target
 
@@ -112,9 +103,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         package_workflow(config)
     except ModelArchiverError as e:
         sys.stderr.write(f"torch-workflow-archiver: error: {e}\n")
-        return 1
-    except OSError as e:
-        sys.stderr.write(f"torch-workflow-archiver: error: cannot write the archive: {e}; no archive was written\n")
         return 1
     return 0
 

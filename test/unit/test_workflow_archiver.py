@@ -61,3 +61,38 @@ def test_errors_name_the_problem(files: Path, capsys: pytest.CaptureFixture[str]
     assert main(argv) == 1
     assert message in capsys.readouterr().err
     assert not (files / "out" / "wf.war").exists()
+
+
+def test_failed_write_leaves_the_old_war_and_says_so(files: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from model_archiver import writers
+
+    assert archive(files) == 0
+    before = sorted((files / "out").iterdir())
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writers, "copy_stream", disk_full)
+    assert archive(files, "-f") == 1
+    err = capsys.readouterr().err
+    assert "Failed to write" in err and "No space left on device" in err and "no archive was written" in err
+    assert "Traceback" not in err
+    assert sorted((files / "out").iterdir()) == before   # the old .war, no temporary file
+
+
+def test_unwritable_export_path_names_it(files: Path, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from model_archiver import writers
+
+    def denied(*args: object, **kwargs: object) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(writers, "open_writer", denied)
+    assert archive(files) == 1
+    err = capsys.readouterr().err
+    assert f"Cannot write to export-path {files / 'out'}: Permission denied" in err
