@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -165,3 +166,35 @@ def test_registering_needs_the_model_api(stores: tuple[Path, Path]) -> None:
         assert r.status_code == 405 and "enable_model_api" in r.json()["message"]
         assert mgmt(s, "DELETE", "/workflows/wf").status_code == 405
         assert mgmt(s, "GET", "/workflows").json() == {"workflows": []}
+
+
+def test_client_that_leaves_stops_the_run(server: harness.Server, stores: tuple[Path, Path],
+                                           tmp_path: Path) -> None:
+    """A client that disconnects while the first node runs: the next node never starts."""
+    marker, slow_done = tmp_path / "after-ran", tmp_path / "slow-done"
+    handler = tmp_path / "slow_then_mark.py"
+    handler.write_text(
+        "import time\n\n\n"
+        "def slow(data, context):\n"
+        "    if data is None:\n        return None\n"
+        "    time.sleep(1.5)\n"
+        f"    open({str(slow_done)!r}, 'a').write('done')\n    return [d['body'] for d in data]\n\n\n"
+        "def after(data, context):\n"
+        "    if data is None:\n        return None\n"
+        f"    open({str(marker)!r}, 'a').write('ran')\n    return [d['body'] for d in data]\n")
+    war(stores[1], "leaver", "models:\n  retry-attempts: 0\ndag:\n  slow: [after]\n", tmp_path, handler)
+    assert mgmt(server, "POST", "/workflows", params={"url": "leaver.war"}).status_code == 200
+    try:
+        with pytest.raises(requests.exceptions.ReadTimeout):
+            requests.post(f"{server.inference_url}/wfpredict/leaver", data=b"x", timeout=0.4)
+        harness.wait_for(lambda: "Workflow leaver request" in server.logs(), 10, what="the cancel log line")
+        assert "client closed the connection; 1 node job(s) cancelled" in server.logs()
+        harness.wait_for(slow_done.exists, 30, what="the slow node's end")
+        time.sleep(0.5)   # had the run gone on, its answer would have started 'after' by now
+        assert not marker.exists()
+        # the control: a client that waits gets both nodes run
+        r = wfpredict(server, "leaver", "y")
+        assert r.status_code == 200, r.text
+        assert marker.read_text() == "ran"
+    finally:
+        assert mgmt(server, "DELETE", "/workflows/leaver").status_code == 200

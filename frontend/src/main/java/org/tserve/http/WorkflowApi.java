@@ -2,16 +2,20 @@ package org.tserve.http;
 
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
+import io.netty.channel.ChannelFutureListener;
 import io.netty.handler.codec.http.FullHttpRequest;
 import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.QueryStringDecoder;
 import java.util.List;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.atomic.AtomicReference;
 import org.tserve.config.ConfigManager;
 import org.tserve.metrics.InferenceRequests;
+import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.StatusResult;
 import org.tserve.wlm.protocol.Header;
+import org.tserve.wlm.protocol.Response;
 import org.tserve.wlm.workflow.Workflow;
 import org.tserve.wlm.workflow.WorkflowExecutor;
 import org.tserve.wlm.workflow.WorkflowRegistry;
@@ -49,8 +53,20 @@ final class WorkflowApi {
         }
         Workflow wf = ManagementApi.call(() -> workflows.get(seg[1]));
         List<Header> headers = InputParser.headers(req, 2);
-        WorkflowExecutor.run(wf, job -> InferenceRequests.submit(models, job), ex.requestId, headers,
-                InputParser.parts(req), new HttpJobResponder(ex));
+        // A client that goes away cancels the run; the listener goes once the run is answered
+        // (a keep-alive connection must not collect one per request).
+        AtomicReference<WorkflowExecutor> run = new AtomicReference<>();
+        ChannelFutureListener cancelOnClose = f -> {
+            WorkflowExecutor r = run.get();
+            if (r != null) {
+                r.cancel();
+            }
+        };
+        ex.ctx.channel().closeFuture().addListener(cancelOnClose);
+        JobResponder client = new AnsweredHook(new HttpJobResponder(ex),
+                () -> ex.ctx.channel().closeFuture().removeListener(cancelOnClose));
+        run.set(WorkflowExecutor.run(wf, job -> InferenceRequests.submit(models, job), ex.requestId, headers,
+                InputParser.parts(req), client));
         return true;
     }
 
@@ -143,5 +159,33 @@ final class WorkflowApi {
             StatusResult r = a.run();
             ex.sendStatus(r.status(), r.message());
         });
+    }
+
+    /** Forwards a run's answer to the client, running {@code onAnswered} first. */
+    private static final class AnsweredHook implements JobResponder {
+        private final JobResponder client;
+        private final Runnable onAnswered;
+
+        AnsweredHook(JobResponder client, Runnable onAnswered) {
+            this.client = client;
+            this.onAnswered = onAnswered;
+        }
+
+        @Override
+        public void onChunk(Response chunk) {
+            client.onChunk(chunk);
+        }
+
+        @Override
+        public void onResult(Response result) {
+            onAnswered.run();
+            client.onResult(result);
+        }
+
+        @Override
+        public void onError(int status, String message) {
+            onAnswered.run();
+            client.onError(status, message);
+        }
     }
 }

@@ -9,7 +9,9 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -35,7 +37,9 @@ import org.tserve.util.Logging;
  * answer is the single leaf's output, or a JSON object leaf name → output when there are several.
  * A node answering 5xx or timing out ({@code timeout-ms}) is tried again up to
  * {@code retry-attempts} times; a node that still fails ends the request with its status and a
- * message naming the node. The client is answered exactly once.
+ * message naming the node. The client is answered exactly once. A client that goes away
+ * ({@link #cancel}) starts no further node and cancels the node jobs in flight (freeing what their
+ * models allow: a queue slot, a sequence in a continuous worker).
  */
 public final class WorkflowExecutor {
     private static final Logger LOG = Logging.logger(WorkflowExecutor.class);
@@ -56,6 +60,8 @@ public final class WorkflowExecutor {
     private final Map<String, List<Part>> inputs = new HashMap<>();
     private final Map<String, Response> leaves = new LinkedHashMap<>();
     private final int leafCount;
+    /** Node jobs submitted and not yet answered: what {@link #cancel} cancels. */
+    private final Set<Job> inFlight = ConcurrentHashMap.newKeySet();
 
     private WorkflowExecutor(Workflow wf, JobSink sink, String requestId, List<Header> headers, JobResponder client) {
         this.wf = wf;
@@ -71,15 +77,36 @@ public final class WorkflowExecutor {
         this.leafCount = n;
     }
 
-    /** Starts the request; {@code client} gets the one answer (onResult or onError) later, on another thread. */
-    public static void run(Workflow wf, JobSink sink, String requestId, List<Header> headers, List<Part> parts,
-                           JobResponder client) {
+    /**
+     * Starts the request; {@code client} gets the one answer (onResult or onError) later, on another
+     * thread. The returned run is what {@link #cancel} stops.
+     */
+    public static WorkflowExecutor run(Workflow wf, JobSink sink, String requestId, List<Header> headers,
+                                       List<Part> parts, JobResponder client) {
         WorkflowExecutor run = new WorkflowExecutor(wf, sink, requestId, headers, client);
         for (String node : wf.spec().nodes().keySet()) {
             if (wf.spec().parents(node).isEmpty()) {
                 run.start(node, parts, 0);
             }
         }
+        return run;
+    }
+
+    /**
+     * The client went away: answers 499 (nobody reads it), starts no further node and cancels the
+     * node jobs in flight. Returns false when the request was answered already.
+     */
+    public boolean cancel() {
+        if (!answered.compareAndSet(false, true)) {
+            return false;
+        }
+        LOG.info("Workflow " + wf.name() + " request " + requestId + ": client closed the connection; "
+                + inFlight.size() + " node job(s) cancelled, no further node started");
+        client.onError(499, "Client closed the request before it was answered");
+        for (Job job : inFlight) {
+            job.cancel();
+        }
+        return true;
     }
 
     private void start(String node, List<Part> parts, int attempt) {
@@ -89,13 +116,19 @@ public final class WorkflowExecutor {
         WorkflowSpec.Node spec = wf.spec().nodes().get(node);
         CompletableFuture<Response> answer = new CompletableFuture<>();
         Job job = new Job(requestId + ":" + node, wf.modelName(node), null, headers, parts, new NodeResponder(answer));
+        inFlight.add(job);
         try {
             sink.submit(job);
         } catch (WlmException e) {
+            inFlight.remove(job);
             fail(node, e.getStatus(), e.getMessage());
             return;
         }
+        if (answered.get()) {
+            job.cancel();   // cancelled while it was being submitted
+        }
         answer.orTimeout(spec.timeoutMs(), TimeUnit.MILLISECONDS).whenComplete((r, err) -> {
+            inFlight.remove(job);
             if (err != null) {
                 job.cancel();   // frees its queue slot where the model allows; its late answer is dropped
             }
