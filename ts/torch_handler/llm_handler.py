@@ -38,6 +38,7 @@ from ts.handler_utils.distributed.coordinator import RankCoordinator
 from ts.handler_utils.distributed.dist_env import ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
+from ts.llm.pipeline import PipelineEngine, load_stage
 from ts.torch_handler.base_handler import BaseHandler
 
 logger = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class LLMHandler(BaseHandler):
         self.settings: dict[str, Any] = {}
         self.model_name = ""
         self._requests: dict[str, LLMRequest] = {}
-        # tensor parallel (torchrun ranks): rank 0 schedules, the others replay its commands
+        # tensor or pipeline parallel (torchrun ranks): rank 0 schedules, the others replay its commands
         self.coordinator: RankCoordinator | None = None
         self.leader = True
         self._commands: list[list[Any]] = []
@@ -120,11 +121,17 @@ class LLMHandler(BaseHandler):
             dtype = torch.float32 if self.device.type == "cpu" else "auto"
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
         info = rank_info(context)
+        parallel = str((self.model_yaml_config or {}).get("parallelType") or "tp")
         if info.world_size > 1 and not (self.model_yaml_config or {}).get("continuousBatching"):
-            raise ModelConfigError("llm_handler on several ranks (parallelType tp) needs continuousBatching: true: "
-                                   "rank 0 schedules every step and the other ranks replay it")
-        if info.world_size > 1:  # torchrun ranks: the model sharded by its own tensor-parallel plan
+            raise ModelConfigError(f"llm_handler on several ranks (parallelType {parallel}) needs continuousBatching: "
+                                   "true: rank 0 schedules every step and the other ranks replay it")
+        stage = None
+        if info.world_size > 1:
             ensure_process_group(info, self.device)
+        if info.world_size > 1 and parallel == "pp":  # each rank keeps its run of layers (ts/llm/pipeline.py)
+            stage = load_stage(path, dtype, trust, info.rank, info.world_size, self.device)
+            self.model = stage.model
+        elif info.world_size > 1:  # torchrun ranks: the model sharded by its own tensor-parallel plan
             self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust,
                                                               tp_plan="auto")
         else:
@@ -133,11 +140,13 @@ class LLMHandler(BaseHandler):
         self.model.eval()
         batch_size = int(context.system_properties.get("batch_size") or 1)
         max_batch = self.settings.get("max_batch_size", batch_size)
-        self.engine = GenerationEngine(
-            self.model, self.tokenizer, max_batch_size=max_batch,
+        limits = dict(
+            max_batch_size=max_batch,
             max_tokens_per_step=self.settings.get("max_tokens_per_step", max(DEFAULT_MAX_TOKENS_PER_STEP, max_batch)),
             max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
             max_context=self.settings.get("max_context"))
+        self.engine = (PipelineEngine(stage, self.tokenizer, **limits) if stage is not None
+                       else GenerationEngine(self.model, self.tokenizer, **limits))
         self.model_name = context.model_name
         if info.world_size > 1:
             self.coordinator = RankCoordinator(context.model_name, info.rank, info.world_size)
@@ -145,8 +154,9 @@ class LLMHandler(BaseHandler):
             if not self.leader:
                 self.coordinator.start_following(self._replay)
         self.initialized = True
-        logger.info("LLM %s: %s on %s, max_batch_size=%d, max_tokens_per_step=%d, context %d tokens",
-                    context.model_name, type(self.model).__name__, self.device, self.engine.max_batch_size,
+        logger.info("LLM %s: %s%s on %s, max_batch_size=%d, max_tokens_per_step=%d, context %d tokens",
+                    context.model_name, type(self.model).__name__,
+                    f" {stage.describe()}" if stage is not None else "", self.device, self.engine.max_batch_size,
                     self.engine.max_tokens_per_step, self.engine.max_context)
 
     def _parse(self, request_id: str, body: Any, headers: dict[str, str] | None) -> LLMRequest:
