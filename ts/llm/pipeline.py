@@ -21,8 +21,10 @@ as stages, each a step behind the one before) is the later optimisation.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -89,12 +91,14 @@ class PipelineStage:
             hidden = self.embed(input_ids)
         else:  # every rank knows the shape: the same schedule built the same input_ids
             hidden = torch.empty(*input_ids.shape, self.hidden_size, dtype=self.dtype, device=self.device)
-            dist.recv(hidden, src=self.rank - 1)
+            with self._link(f"receiving hidden states from rank {self.rank - 1}"):
+                dist.recv(hidden, src=self.rank - 1)
         out = self.base(inputs_embeds=hidden, position_ids=position_ids, attention_mask=attention_mask,
                         use_cache=True, **{cache_kw: cache})
         hidden = out.last_hidden_state
         if not self.last:
-            dist.send(hidden.contiguous(), dst=self.rank + 1)
+            with self._link(f"sending hidden states to rank {self.rank + 1}"):
+                dist.send(hidden.contiguous(), dst=self.rank + 1)
             return None
         if last is None:
             picked = hidden[:, -1]
@@ -107,8 +111,18 @@ class PipelineStage:
         """The last stage's sampled token ids, on every rank."""
         buf = (torch.tensor(tokens, dtype=torch.long, device=self.device) if tokens is not None
                else torch.empty(count, dtype=torch.long, device=self.device))
-        dist.broadcast(buf, src=self.num_stages - 1)
+        with self._link(f"sharing the tokens sampled on rank {self.num_stages - 1}"):
+            dist.broadcast(buf, src=self.num_stages - 1)
         return buf.tolist()
+
+    @contextlib.contextmanager
+    def _link(self, what: str) -> Iterator[None]:
+        """Name the step a lost peer broke (gloo and NCCL only say which socket failed)."""
+        try:
+            yield
+        except RuntimeError as exc:
+            raise RuntimeError(f"the pipeline broke while rank {self.rank} was {what} (a rank died or stopped "
+                               f"answering): {exc}") from exc
 
 
 def _parts(model: Any) -> tuple[nn.Module, nn.ModuleList, nn.Module]:

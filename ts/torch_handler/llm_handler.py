@@ -35,7 +35,7 @@ from ts.handler_utils.distributed.config import (
     validate_section,
 )
 from ts.handler_utils.distributed.coordinator import RankCoordinator
-from ts.handler_utils.distributed.dist_env import ensure_process_group, rank_info
+from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
 from ts.llm.pipeline import PipelineEngine, load_stage
@@ -103,7 +103,11 @@ class LLMHandler(BaseHandler):
     def initialize(self, context: Context) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.setup_common(context)
+        info = rank_info(context)
+        # torchrun ranks: CUDA local_rank (or the CPU), as the distributed base handlers choose
+        rank_device = (device_for(info, (context.model_yaml_config or {}).get("deviceType"))
+                       if info.world_size > 1 else None)
+        self.setup_common(context, rank_device)
         raw = section(self.model_yaml_config, "handler")
         mine = {k: v for k, v in raw.items() if k in SETTINGS}
         for key in sorted(set(raw) - set(SETTINGS)):
@@ -120,7 +124,6 @@ class LLMHandler(BaseHandler):
         else:  # the checkpoint's dtype on accelerators; float32 on CPU (half precision is slow there)
             dtype = torch.float32 if self.device.type == "cpu" else "auto"
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
-        info = rank_info(context)
         parallel = str((self.model_yaml_config or {}).get("parallelType") or "tp")
         if info.world_size > 1 and not (self.model_yaml_config or {}).get("continuousBatching"):
             raise ModelConfigError(f"llm_handler on several ranks (parallelType {parallel}) needs continuousBatching: "
@@ -183,8 +186,9 @@ class LLMHandler(BaseHandler):
         """Forget a request (its client went away): no more events for it; its slot and KV rows
         are free for the next step."""
         self._requests.pop(request_id, None)
-        if self.engine is not None:
-            self.engine.cancel(request_id)
+        if self.engine is not None and self.engine.cancel(request_id):
+            logger.info("LLM %s: request %s cancelled (its client went away); its slot is free",
+                        self.model_name, request_id)
             if self.coordinator is not None:
                 self._commands.append(["cancel", request_id])
 

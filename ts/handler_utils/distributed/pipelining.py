@@ -55,7 +55,7 @@ def even_split_points(model: nn.Module, num_stages: int) -> list[str]:
 def stage_bounds(count: int, num_stages: int) -> list[tuple[int, int]]:
     """Each stage's ``[start, end)`` of ``count`` layers: contiguous, the same number (±1) each."""
     cuts = [math.floor(i * count / num_stages) for i in range(num_stages + 1)]
-    return list(zip(cuts[:-1], cuts[1:]))
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
 
 
 def check_split_points(model: nn.Module, points: list[str], num_stages: int) -> list[str]:
