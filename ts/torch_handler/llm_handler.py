@@ -97,7 +97,9 @@ class LLMHandler(BaseHandler):
         # tensor or pipeline parallel (torchrun ranks): rank 0 schedules, the others replay its commands
         self.coordinator: RankCoordinator | None = None
         self.leader = True
+        self.rank = 0
         self._commands: list[list[Any]] = []
+        self._broken: str | None = None  # why a failed step broke the torchrun job (rank 0)
 
     # ------------------------------------------------------------------ loading
     def initialize(self, context: Context) -> None:
@@ -153,7 +155,7 @@ class LLMHandler(BaseHandler):
         self.model_name = context.model_name
         if info.world_size > 1:
             self.coordinator = RankCoordinator(context.model_name, info.rank, info.world_size)
-            self.leader = info.rank == 0
+            self.leader, self.rank = info.rank == 0, info.rank
             if not self.leader:
                 self.coordinator.start_following(self._replay)
         self.initialized = True
@@ -194,19 +196,34 @@ class LLMHandler(BaseHandler):
 
     def has_work(self) -> bool:
         # other ranks step when rank 0 publishes a step (their coordinator thread), never on their own
-        return self.leader and self.engine is not None and self.engine.has_work()
+        # on rank 0, a job broken by a failed step takes one more step: the one that leaves it
+        return self.leader and self.engine is not None and (self._broken is not None or self.engine.has_work())
 
     def _replay(self, payload: dict[str, Any]) -> list[Any]:
         """A follower rank: rank 0's adds and cancels since the last step, then the same step (its
         collectives line up with rank 0's; the same seed keeps sampling identical)."""
         assert self.engine is not None
-        for command in payload["commands"]:
-            if command[0] == "add":
-                self.engine.add(command[1], command[2], SamplingParams(**command[3]))
-            else:
-                self.engine.cancel(command[1])
-        torch.manual_seed(payload["seed"])
-        return self.engine.step()
+        try:
+            for command in payload["commands"]:
+                if command[0] == "add":
+                    self.engine.add(command[1], command[2], SamplingParams(**command[3]))
+                else:
+                    self.engine.cancel(command[1])
+            torch.manual_seed(payload["seed"])
+            return self.engine.step()
+        except Exception as exc:  # noqa: BLE001 - this rank can no longer follow: leave the job
+            self._leave_job(f"{type(exc).__name__}: {exc}")
+            raise
+
+    def _leave_job(self, why: str) -> None:
+        """A failed step leaves the ranks out of step (a peer may wait for a send or a collective
+        that never comes, or take the next step's data for this one's): this rank exits, so that
+        torchrun restarts them all and the frontend fails what is still in flight."""
+        logger.error("LLM %s: rank %d leaves the torchrun job after a failed step (%s); torchrun restarts the ranks",
+                     self.model_name, self.rank, why)
+        for handler in logging.getLogger().handlers:  # os._exit skips the usual flush
+            handler.flush()
+        os._exit(1)
 
     def _engine_step(self) -> list[Any]:
         assert self.engine is not None
@@ -227,8 +244,11 @@ class LLMHandler(BaseHandler):
 
     def step(self) -> list[LLMEvent]:
         """One engine step; a failing step fails every request in the engine (status 500, or 507
-        when out of memory) and leaves the engine empty."""
+        when out of memory) and leaves the engine empty; on torchrun ranks the next step then
+        leaves the job (``_leave_job``)."""
         assert self.engine is not None, "initialize() first"
+        if self._broken is not None:  # the last step's errors went out: now leave
+            self._leave_job(self._broken)
         try:
             updates = self._engine_step()
         except Exception as exc:  # noqa: BLE001 - one broken step must not leave requests hanging
@@ -238,6 +258,8 @@ class LLMHandler(BaseHandler):
             self.engine.abort_all()
             status = 507 if is_oom(exc) else 500
             err = f"generation failed: {type(exc).__name__}: {exc}"
+            if self.coordinator is not None:
+                self._broken = err
             events = [error_event(rid, LLMRequestError(status, err, code="engine_error"), req.kind)
                       for rid, req in self._requests.items()]
             self._requests.clear()
