@@ -9,15 +9,18 @@ that prefills the long prompt in chunks): each prompt's tokens equal Hugging Fac
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 from llm_support import one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
+from safetensors import safe_open
 
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.handler_utils.distributed.pipelining import stage_bounds
-from ts.llm.pipeline import PipelineStage
+from ts.llm.pipeline import PipelineStage, load_stage
 from ts.llm.tiny import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +56,26 @@ def test_three_stages_give_the_unsplit_models_greedy_tokens(tmp_path: Path, tok)
     assert [s["cache_layers"] for s in stages] == [1, 1, 2], "each stage caches its own layers only"
     assert sum(s["parameters"] for s in stages) == sum(p.numel() for p in whole.parameters()), \
         "each weight is held by exactly one stage"
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["own-head", "tied-head"])
+def test_each_stage_reads_only_its_own_weights_from_the_checkpoint(tmp_path: Path, tok, tied: bool) -> None:
+    whole = build_model(tok, num_layers=3)
+    if tied:  # the saved checkpoint then has no lm_head.weight: the last stage reads the embeddings
+        whole.config.tie_word_embeddings = True
+        whole.tie_weights()
+    whole.save_pretrained(tmp_path)
+    assert ("lm_head.weight" in safe_open(str(tmp_path / "model.safetensors"), "pt").keys()) is not tied
+    weights = dict(whole.named_parameters(remove_duplicate=False))
+    held: list[str] = []
+    for rank, (start, _) in enumerate(stage_bounds(3, 2)):
+        stage = load_stage(str(tmp_path), torch.float32, False, rank, 2, torch.device("cpu"))
+        for name, param in stage.model.named_parameters():
+            # the stage numbers its layers from 0; the checkpoint from the model's first layer
+            name = re.sub(r"^model\.layers\.(\d+)\.", lambda m, s=start: f"model.layers.{s + int(m[1])}.", name)
+            assert torch.equal(param, weights[name]), name
+            held.append(name)
+    assert sorted(held) == sorted(weights), "every weight is on exactly one stage"
 
 
 def test_fewer_layers_than_stages_is_refused_naming_the_fix(tok) -> None:

@@ -25,12 +25,14 @@ import contextlib
 import gc
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from ts.handler_utils.distributed.checkpoint import Checkpoint, find_checkpoint, load_parameters, meta_parameters
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.handler_utils.distributed.pipelining import stage_bounds
 from ts.llm.engine import GenerationEngine
@@ -44,8 +46,14 @@ SUPPORTED = ("decoder-only Hugging Face causal LMs whose base model has .layers,
 class PipelineStage:
     """This rank's part of the model and its links to the neighbouring stages."""
 
-    def __init__(self, model: Any, rank: int, num_stages: int, device: torch.device) -> None:
+    def __init__(self, model: Any, rank: int, num_stages: int, device: torch.device | str,
+                 checkpoint: Checkpoint | None = None, dtype: torch.dtype | None = None) -> None:
+        """Keep this rank's part of ``model``; a model built with ``meta_parameters`` then reads
+        just that part's weights from ``checkpoint``."""
         base, layers, norm = _parts(model)
+        names: dict[int, list[str]] = {}  # the whole model's names: the checkpoint's
+        for name, param in model.named_parameters(remove_duplicate=False):
+            names.setdefault(id(param), []).append(name)
         count = len(layers)
         if count < num_stages:
             raise ModelConfigError(
@@ -75,6 +83,8 @@ class PipelineStage:
         self.lm_head = model.get_output_embeddings() if self.last else None
         del layers, norm
         gc.collect()
+        if checkpoint is not None:
+            load_parameters(model, checkpoint, names, dtype)
         self.model = model.to(device)
         self.base = base
         self.dtype = next(base.layers.parameters()).dtype
@@ -159,10 +169,16 @@ class PipelineEngine(GenerationEngine):
 
 def load_stage(path: str, dtype: Any, trust_remote_code: bool, rank: int, num_stages: int,
                device: torch.device) -> PipelineStage:
-    """Load the checkpoint and keep this rank's stage (the other layers are freed before the
-    stage moves to ``device``: an accelerator only ever holds its own stage)."""
-    from transformers import AutoModelForCausalLM
+    """Build the model without weights, keep this rank's stage and read only its weights from
+    the checkpoint (no rank ever holds the whole model, in host memory or on a device)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code)
+    config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    if dtype == "auto":  # the checkpoint's own
+        dtype = getattr(config, "dtype", None) or torch.float32
+        dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    checkpoint = find_checkpoint(Path(path))
+    with meta_parameters():
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, trust_remote_code=trust_remote_code)
     model.eval()
-    return PipelineStage(model, rank, num_stages, device)
+    return PipelineStage(model, rank, num_stages, device, checkpoint=checkpoint, dtype=dtype)
