@@ -6,7 +6,8 @@
 Every rank builds the same tiny Llama (ts/llm/tiny.py, seeded), keeps its own stage and runs
 the same batch through ``PipelineEngine.generate_all``: the same commands on every rank, as the
 coordinator gives them in the server. Rank 0 writes each prompt's generated token ids and
-each rank's stage (its layers and parameter count) to ``--output``.
+each rank's stage (its layers and parameter count) and the seconds generation took to
+``--output``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -41,7 +43,9 @@ def main() -> None:
                             max_tokens_per_step=args.max_tokens_per_step)
     batch = [(str(i), tok(p)["input_ids"], SamplingParams(max_new_tokens=args.new_tokens))
              for i, p in enumerate(args.prompts)]
+    started = time.perf_counter()
     results = engine.generate_all(batch)
+    seconds = time.perf_counter() - started
     stages = [None] * world
     dist.all_gather_object(stages, {"layers": [stage.start, stage.end],
                                     "parameters": sum(p.numel() for p in stage.model.parameters()),
@@ -49,7 +53,7 @@ def main() -> None:
     if rank == 0:
         tokens = {args.prompts[int(k)]: r.token_ids for k, r in results.items()}
         with open(args.output, "w") as f:
-            json.dump({"tokens": tokens, "stages": stages}, f)
+            json.dump({"tokens": tokens, "stages": stages, "seconds": seconds}, f)
     dist.destroy_process_group()
 
 
