@@ -83,9 +83,15 @@ def test_fewer_layers_than_stages_is_refused_naming_the_fix(tok) -> None:
         PipelineStage(build_model(tok), 0, 3, "cpu")
 
 
-def test_an_architecture_without_decoder_layers_is_refused_naming_the_fix() -> None:
-    from transformers import GPT2Config, GPT2LMHeadModel
+@pytest.mark.parametrize("kind", ["gpt2", "granite"])
+def test_an_architecture_it_does_not_split_is_refused_naming_the_fix(kind: str) -> None:
+    # GPT-2 has no .layers; Granite has them but scales the embeddings inside its forward
+    from transformers import GPT2Config, GPT2LMHeadModel, GraniteConfig, GraniteForCausalLM
 
-    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=50, n_positions=32))
-    with pytest.raises(ModelConfigError, match="cannot split GPT2LMHeadModel into pipeline stages.*parallelType tp"):
+    model = (GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=50, n_positions=32))
+             if kind == "gpt2" else
+             GraniteForCausalLM(GraniteConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                                              num_attention_heads=2, num_key_value_heads=2, vocab_size=50)))
+    with pytest.raises(ModelConfigError, match=rf"cannot split \w+ \(model_type {kind}\) into pipeline stages: "
+                       r"it splits the decoder layers of llama, .*serve this model with parallelType tp"):
         PipelineStage(model, 0, 2, "cpu")

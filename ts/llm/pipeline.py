@@ -39,8 +39,11 @@ from ts.llm.engine import GenerationEngine
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED = ("decoder-only Hugging Face causal LMs whose base model has .layers, .norm and token "
-             "embeddings, with an LM head (Llama, Mistral, Qwen2 and their kin)")
+# Architectures whose base model hands the token embeddings unchanged to a plain stack of decoder
+# layers (.layers) and ends with .norm (read in their Transformers source): a stage can then run
+# the base model's own forward on the hidden states it receives. Others (e.g. Granite, which scales
+# the embeddings in the forward, so every stage would scale them again) are refused.
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gemma")
 
 
 class PipelineStage:
@@ -143,10 +146,13 @@ def _parts(model: Any) -> tuple[nn.Module, nn.ModuleList, nn.Module]:
     has_io = (base is not None and callable(getattr(base, "get_input_embeddings", None))
               and callable(getattr(model, "get_output_embeddings", None))
               and model.get_output_embeddings() is not None and base is not model)
-    if not (isinstance(layers, nn.ModuleList) and isinstance(norm, nn.Module) and has_io):
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if not (model_type in SUPPORTED_MODEL_TYPES and isinstance(layers, nn.ModuleList)
+            and isinstance(norm, nn.Module) and has_io):
         raise ModelConfigError(
-            f"llm_handler cannot split {type(model).__name__} into pipeline stages: it supports {SUPPORTED}; "
-            "serve this model with parallelType tp or on one rank")
+            f"llm_handler cannot split {type(model).__name__} (model_type {model_type}) into pipeline stages: it "
+            f"splits the decoder layers of {', '.join(SUPPORTED_MODEL_TYPES)} models; serve this model with "
+            "parallelType tp or on one rank")
     return base, layers, norm
 
 
