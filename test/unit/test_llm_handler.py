@@ -357,3 +357,13 @@ def test_a_follower_rank_whose_step_fails_leaves_the_job(model_dir, monkeypatch,
         h._replay({"commands": [["add", "r1", [], {}]], "seed": 1})
     assert codes == [1]
     assert "rank 0 leaves the torchrun job after a failed step (LLMRequestError" in caplog.text
+
+
+def test_on_ranks_a_sampled_request_without_a_seed_gets_one_every_rank_uses(model_dir) -> None:
+    h = make_handler(model_dir)
+    h.coordinator = _BrokenLink()  # only its presence matters here: rank 0 of a torchrun job
+    h.add_request("r1", json.dumps({"prompt": "Hello", "temperature": 0.9}).encode(), {})
+    h.add_request("r2", json.dumps({"prompt": "Hello"}).encode(), {})  # greedy: no generator, no seed
+    published = {c[1]: c[3]["seed"] for c in h._commands}
+    assert isinstance(published["r1"], int) and published["r2"] is None
+    assert h.engine._waiting[0].generator.initial_seed() == published["r1"], "rank 0 samples with the published seed"

@@ -175,6 +175,9 @@ class LLMHandler(BaseHandler):
         answer in the request's form: ``error_event(request_id, exc)`` makes the final event)."""
         assert self.engine is not None, "initialize() first"
         req = self._parse(request_id, body, headers)
+        if self.coordinator is not None and not req.params.greedy and req.params.seed is None:
+            # every rank seeds its own generator: an unseeded one would sample differently per rank
+            req.params.seed = int(torch.randint(0, 2**62, (1,)).item())
         try:
             self.engine.add(request_id, req.prompt_ids, req.params)
         except LLMRequestError as exc:
