@@ -59,13 +59,21 @@ def run_handler(model_dir: Path, requests: list[Any], workdir: Path, nproc: int 
 
     Returns (exit code, rank 0's result, logs).
     """
-    use_torchrun = nproc > 1 if torchrun is None else torchrun
     req = workdir / "requests.json"
     out = workdir / "result.json"
     out.unlink(missing_ok=True)
     req.write_text(json.dumps(requests))
     script = [str(HERE / "run_local.py"), "--model-dir", str(model_dir), "--requests", str(req),
               "--output", str(out)]
+    code, logs = run_ranks(script, workdir, nproc, timeout, nproc > 1 if torchrun is None else torchrun)
+    result = json.loads(out.read_text()) if out.is_file() else {}
+    return code, result, logs
+
+
+def run_ranks(script: list[str], workdir: Path, nproc: int = 2, timeout: float = 240,
+              use_torchrun: bool = True) -> tuple[int, str]:
+    """Run a Python script (and its arguments) on ``nproc`` torchrun ranks, or alone; returns
+    (exit code, the console and every rank's log)."""
     if use_torchrun:
         log_dir = workdir / "torchrun-logs"
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
@@ -84,8 +92,7 @@ def run_handler(model_dir: Path, requests: list[Any], workdir: Path, nproc: int 
     if use_torchrun:
         logs += "".join(f"\n--- {p.relative_to(workdir)}\n{p.read_text(errors='replace')}"
                         for p in sorted((workdir / "torchrun-logs").rglob("*.log")))
-    result = json.loads(out.read_text()) if out.is_file() else {}
-    return proc.returncode, result, logs
+    return proc.returncode, logs
 
 
 def reference(model_dir: Path, requests: list[Any]) -> list[dict[str, Any]]:

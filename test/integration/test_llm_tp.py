@@ -4,19 +4,18 @@ model, for prompts arriving while others run; a cancelled stream leaves both ran
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import requests
+from llm_support import generate as llm_generate
+from llm_support import llm_server
 
 import harness
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = ["Once upon a time", "a", "serving large models is", "the quick brown fox jumps over"]
 NEW_TOKENS = 10
 TP_YAML = """\
@@ -38,15 +37,7 @@ handler:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("tp")
-    (tmp / "model-config.yaml").write_text(TP_YAML)
-    spec = importlib.util.spec_from_file_location("llm_build_mar", ROOT / "examples" / "llm" / "build_mar.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.build(tmp / "store", model_name="tiny_tp", config_file=tmp / "model-config.yaml")
-    with harness.Server(tmp / "store", env={"HF_HUB_OFFLINE": "1", "TS_DIST_TIMEOUT_S": "60"}) as s:
-        r = s.register("tiny_tp.mar", synchronous="true", timeout=300)
-        assert r.status_code == 200, r.text
+    with llm_server(tmp_path_factory.mktemp("tp"), "tiny_tp", TP_YAML) as s:
         yield s
 
 
@@ -59,9 +50,7 @@ def expected() -> dict[str, str]:
 
 
 def generate(server: harness.Server, prompt: str, **kw) -> requests.Response:
-    return requests.post(f"{server.inference_url}/predictions/tiny_tp", timeout=120,
-                         json={"prompt": prompt, "max_new_tokens": NEW_TOKENS, "temperature": 0, **kw}, **(
-                             {"stream": True} if kw.get("stream") else {}))
+    return llm_generate(server, "tiny_tp", prompt, NEW_TOKENS, **kw)
 
 
 def test_two_tp_ranks_give_the_unsplit_models_greedy_tokens(server: harness.Server, expected) -> None:

@@ -6,7 +6,12 @@ Import the fixture functions into a test module (pytest finds them by their ``na
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -14,6 +19,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ts.llm.tiny import build_model, build_tokenizer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", autouse=True, name="one_thread")
@@ -65,3 +72,29 @@ def reference(model, ids: list[int], n: int, eos: int | list[int] | None = None)
                          attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=device),
                          do_sample=False, max_new_tokens=n, **kwargs)
     return out[0, len(ids):].tolist()
+
+
+@contextlib.contextmanager
+def llm_server(tmp: Path, model_name: str, model_config: str) -> Iterator[Any]:
+    """A server with the tiny Llama (examples/llm) archived as ``model_name`` with this
+    model-config.yaml, registered (a torchrun job when the config asks for ranks)."""
+    import harness
+
+    (tmp / "model-config.yaml").write_text(model_config)
+    spec = importlib.util.spec_from_file_location("llm_build_mar", ROOT / "examples" / "llm" / "build_mar.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.build(tmp / "store", model_name=model_name, config_file=tmp / "model-config.yaml")
+    with harness.Server(tmp / "store", env={"HF_HUB_OFFLINE": "1", "TS_DIST_TIMEOUT_S": "60"}) as s:
+        r = s.register(f"{model_name}.mar", synchronous="true", timeout=300)
+        assert r.status_code == 200, r.text
+        yield s
+
+
+def generate(server: Any, model_name: str, prompt: str, new_tokens: int, **kw: Any) -> Any:
+    """POST a TorchServe-style generate request (greedy unless ``kw`` says otherwise); with
+    ``stream=True`` the response is read as it comes."""
+    import requests
+
+    return requests.post(f"{server.inference_url}/predictions/{model_name}", timeout=120, stream=bool(kw.get("stream")),
+                         json={"prompt": prompt, "max_new_tokens": new_tokens, "temperature": 0, **kw})

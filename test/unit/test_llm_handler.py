@@ -309,3 +309,61 @@ def test_example_mar_loads_and_answers(tmp_path):
                   {OAI: "chat.completions"})
     (event,) = drain(h)["r"]
     assert json.loads(event.final)["usage"]["completion_tokens"] == 4
+
+
+class _BrokenLink:
+    """A coordinator whose step fails as a lost peer makes it fail (rank 0 of a torchrun job)."""
+
+    rank = 0
+
+    def run(self, payload, fn):
+        raise RuntimeError("Connection reset by peer")
+
+    def stop(self) -> None:
+        pass
+
+
+def _exits(monkeypatch) -> list[int]:
+    from ts.torch_handler import llm_handler
+
+    codes: list[int] = []
+
+    def leave(code: int) -> None:
+        codes.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(llm_handler.os, "_exit", leave)
+    return codes
+
+
+def test_on_ranks_a_failed_step_fails_the_requests_then_leaves_the_job(model_dir, monkeypatch) -> None:
+    h = make_handler(model_dir)
+    h.coordinator = _BrokenLink()
+    codes = _exits(monkeypatch)
+    h.add_request("r1", json.dumps({"prompt": "Hello"}).encode(), {})
+    events = h.step()
+    assert [(e.request_id, e.status) for e in events] == [("r1", 500)]
+    assert "generation failed: RuntimeError: Connection reset by peer" in events[0].final.decode()
+    assert h.has_work(), "one more step: the one that leaves"
+    with pytest.raises(SystemExit):
+        h.step()
+    assert codes == [1]
+
+
+def test_a_follower_rank_whose_step_fails_leaves_the_job(model_dir, monkeypatch, caplog) -> None:
+    h = make_handler(model_dir)
+    codes = _exits(monkeypatch)
+    with pytest.raises(SystemExit):  # rank 0 never publishes an empty prompt: this rank is out of step
+        h._replay({"commands": [["add", "r1", [], {}]], "seed": 1})
+    assert codes == [1]
+    assert "rank 0 leaves the torchrun job after a failed step (LLMRequestError" in caplog.text
+
+
+def test_on_ranks_a_sampled_request_without_a_seed_gets_one_every_rank_uses(model_dir) -> None:
+    h = make_handler(model_dir)
+    h.coordinator = _BrokenLink()  # only its presence matters here: rank 0 of a torchrun job
+    h.add_request("r1", json.dumps({"prompt": "Hello", "temperature": 0.9}).encode(), {})
+    h.add_request("r2", json.dumps({"prompt": "Hello"}).encode(), {})  # greedy: no generator, no seed
+    published = {c[1]: c[3]["seed"] for c in h._commands}
+    assert isinstance(published["r1"], int) and published["r2"] is None
+    assert h.engine._waiting[0].generator.initial_seed() == published["r1"], "rank 0 samples with the published seed"

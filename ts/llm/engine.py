@@ -259,6 +259,8 @@ class GenerationEngine:
         if group:
             self._prefill_group(group, stats, updates)
 
+    # PipelineEngine (ts/llm/pipeline.py) overrides _forward and _sample to run one pipeline stage:
+    # keep their signatures (a forward may return None on a stage without the LM head)
     def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any,
                  attention_mask: torch.Tensor | None, last: list[int] | None = None) -> torch.Tensor:
         """Logits ``(rows, vocab)`` of each row's position ``last[row]`` (default: the last one)."""

@@ -35,9 +35,10 @@ from ts.handler_utils.distributed.config import (
     validate_section,
 )
 from ts.handler_utils.distributed.coordinator import RankCoordinator
-from ts.handler_utils.distributed.dist_env import ensure_process_group, rank_info
+from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
+from ts.llm.pipeline import PipelineEngine, load_stage
 from ts.torch_handler.base_handler import BaseHandler
 
 logger = logging.getLogger(__name__)
@@ -93,16 +94,22 @@ class LLMHandler(BaseHandler):
         self.settings: dict[str, Any] = {}
         self.model_name = ""
         self._requests: dict[str, LLMRequest] = {}
-        # tensor parallel (torchrun ranks): rank 0 schedules, the others replay its commands
+        # tensor or pipeline parallel (torchrun ranks): rank 0 schedules, the others replay its commands
         self.coordinator: RankCoordinator | None = None
         self.leader = True
+        self.rank = 0
         self._commands: list[list[Any]] = []
+        self._broken: str | None = None  # why a failed step broke the torchrun job (rank 0)
 
     # ------------------------------------------------------------------ loading
     def initialize(self, context: Context) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.setup_common(context)
+        info = rank_info(context)
+        # torchrun ranks: CUDA local_rank (or the CPU), as the distributed base handlers choose
+        rank_device = (device_for(info, (context.model_yaml_config or {}).get("deviceType"))
+                       if info.world_size > 1 else None)
+        self.setup_common(context, rank_device)
         raw = section(self.model_yaml_config, "handler")
         mine = {k: v for k, v in raw.items() if k in SETTINGS}
         for key in sorted(set(raw) - set(SETTINGS)):
@@ -119,12 +126,17 @@ class LLMHandler(BaseHandler):
         else:  # the checkpoint's dtype on accelerators; float32 on CPU (half precision is slow there)
             dtype = torch.float32 if self.device.type == "cpu" else "auto"
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
-        info = rank_info(context)
+        parallel = str((self.model_yaml_config or {}).get("parallelType") or "tp")
         if info.world_size > 1 and not (self.model_yaml_config or {}).get("continuousBatching"):
-            raise ModelConfigError("llm_handler on several ranks (parallelType tp) needs continuousBatching: true: "
-                                   "rank 0 schedules every step and the other ranks replay it")
-        if info.world_size > 1:  # torchrun ranks: the model sharded by its own tensor-parallel plan
+            raise ModelConfigError(f"llm_handler on several ranks (parallelType {parallel}) needs continuousBatching: "
+                                   "true: rank 0 schedules every step and the other ranks replay it")
+        stage = None
+        if info.world_size > 1:
             ensure_process_group(info, self.device)
+        if info.world_size > 1 and parallel == "pp":  # each rank keeps its run of layers (ts/llm/pipeline.py)
+            stage = load_stage(path, dtype, trust, info.rank, info.world_size, self.device)
+            self.model = stage.model
+        elif info.world_size > 1:  # torchrun ranks: the model sharded by its own tensor-parallel plan
             self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust,
                                                               tp_plan="auto")
         else:
@@ -133,20 +145,23 @@ class LLMHandler(BaseHandler):
         self.model.eval()
         batch_size = int(context.system_properties.get("batch_size") or 1)
         max_batch = self.settings.get("max_batch_size", batch_size)
-        self.engine = GenerationEngine(
-            self.model, self.tokenizer, max_batch_size=max_batch,
+        limits = dict(
+            max_batch_size=max_batch,
             max_tokens_per_step=self.settings.get("max_tokens_per_step", max(DEFAULT_MAX_TOKENS_PER_STEP, max_batch)),
             max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
             max_context=self.settings.get("max_context"))
+        self.engine = (PipelineEngine(stage, self.tokenizer, **limits) if stage is not None
+                       else GenerationEngine(self.model, self.tokenizer, **limits))
         self.model_name = context.model_name
         if info.world_size > 1:
             self.coordinator = RankCoordinator(context.model_name, info.rank, info.world_size)
-            self.leader = info.rank == 0
+            self.leader, self.rank = info.rank == 0, info.rank
             if not self.leader:
                 self.coordinator.start_following(self._replay)
         self.initialized = True
-        logger.info("LLM %s: %s on %s, max_batch_size=%d, max_tokens_per_step=%d, context %d tokens",
-                    context.model_name, type(self.model).__name__, self.device, self.engine.max_batch_size,
+        logger.info("LLM %s: %s%s on %s, max_batch_size=%d, max_tokens_per_step=%d, context %d tokens",
+                    context.model_name, type(self.model).__name__,
+                    f" {stage.describe()}" if stage is not None else "", self.device, self.engine.max_batch_size,
                     self.engine.max_tokens_per_step, self.engine.max_context)
 
     def _parse(self, request_id: str, body: Any, headers: dict[str, str] | None) -> LLMRequest:
@@ -160,6 +175,9 @@ class LLMHandler(BaseHandler):
         answer in the request's form: ``error_event(request_id, exc)`` makes the final event)."""
         assert self.engine is not None, "initialize() first"
         req = self._parse(request_id, body, headers)
+        if self.coordinator is not None and not req.params.greedy and req.params.seed is None:
+            # every rank seeds its own generator: an unseeded one would sample differently per rank
+            req.params.seed = int(torch.randint(0, 2**62, (1,)).item())
         try:
             self.engine.add(request_id, req.prompt_ids, req.params)
         except LLMRequestError as exc:
@@ -173,26 +191,42 @@ class LLMHandler(BaseHandler):
         """Forget a request (its client went away): no more events for it; its slot and KV rows
         are free for the next step."""
         self._requests.pop(request_id, None)
-        if self.engine is not None:
-            self.engine.cancel(request_id)
+        if self.engine is not None and self.engine.cancel(request_id):
+            logger.info("LLM %s: request %s cancelled (its client went away); its slot is free",
+                        self.model_name, request_id)
             if self.coordinator is not None:
                 self._commands.append(["cancel", request_id])
 
     def has_work(self) -> bool:
         # other ranks step when rank 0 publishes a step (their coordinator thread), never on their own
-        return self.leader and self.engine is not None and self.engine.has_work()
+        # on rank 0, a job broken by a failed step takes one more step: the one that leaves it
+        return self.leader and self.engine is not None and (self._broken is not None or self.engine.has_work())
 
     def _replay(self, payload: dict[str, Any]) -> list[Any]:
         """A follower rank: rank 0's adds and cancels since the last step, then the same step (its
         collectives line up with rank 0's; the same seed keeps sampling identical)."""
         assert self.engine is not None
-        for command in payload["commands"]:
-            if command[0] == "add":
-                self.engine.add(command[1], command[2], SamplingParams(**command[3]))
-            else:
-                self.engine.cancel(command[1])
-        torch.manual_seed(payload["seed"])
-        return self.engine.step()
+        try:
+            for command in payload["commands"]:
+                if command[0] == "add":
+                    self.engine.add(command[1], command[2], SamplingParams(**command[3]))
+                else:
+                    self.engine.cancel(command[1])
+            torch.manual_seed(payload["seed"])
+            return self.engine.step()
+        except Exception as exc:  # noqa: BLE001 - this rank can no longer follow: leave the job
+            self._leave_job(f"{type(exc).__name__}: {exc}")
+            raise
+
+    def _leave_job(self, why: str) -> None:
+        """A failed step leaves the ranks out of step (a peer may wait for a send or a collective
+        that never comes, or take the next step's data for this one's): this rank exits, so that
+        torchrun restarts them all and the frontend fails what is still in flight."""
+        logger.error("LLM %s: rank %d leaves the torchrun job after a failed step (%s); torchrun restarts the ranks",
+                     self.model_name, self.rank, why)
+        for handler in logging.getLogger().handlers:  # os._exit skips the usual flush
+            handler.flush()
+        os._exit(1)
 
     def _engine_step(self) -> list[Any]:
         assert self.engine is not None
@@ -213,8 +247,11 @@ class LLMHandler(BaseHandler):
 
     def step(self) -> list[LLMEvent]:
         """One engine step; a failing step fails every request in the engine (status 500, or 507
-        when out of memory) and leaves the engine empty."""
+        when out of memory) and leaves the engine empty; on torchrun ranks the next step then
+        leaves the job (``_leave_job``)."""
         assert self.engine is not None, "initialize() first"
+        if self._broken is not None:  # the last step's errors went out: now leave
+            self._leave_job(self._broken)
         try:
             updates = self._engine_step()
         except Exception as exc:  # noqa: BLE001 - one broken step must not leave requests hanging
@@ -224,6 +261,8 @@ class LLMHandler(BaseHandler):
             self.engine.abort_all()
             status = 507 if is_oom(exc) else 500
             err = f"generation failed: {type(exc).__name__}: {exc}"
+            if self.coordinator is not None:
+                self._broken = err
             events = [error_event(rid, LLMRequestError(status, err, code="engine_error"), req.kind)
                       for rid, req in self._requests.items()]
             self._requests.clear()

@@ -131,6 +131,59 @@ def load_weights(model: nn.Module, checkpoint: Checkpoint, dtype: torch.dtype | 
                        len(result.unexpected_keys), result.unexpected_keys[:5])
 
 
+def load_parameters(model: nn.Module, checkpoint: Checkpoint, names: dict[int, list[str]],
+                    dtype: torch.dtype | None = None) -> None:
+    """Give each meta parameter left in ``model`` its tensor, reading only those from the
+    checkpoint (a pipeline stage keeps part of a model built with ``meta_parameters``).
+
+    ``names`` maps a parameter's id to its names in the whole model (several when tied: the first
+    the checkpoint holds is read, as tied heads are not stored)."""
+    places: dict[int, list[tuple[nn.Module, str]]] = {}
+    params: dict[int, nn.Parameter] = {}
+    for module in model.modules():
+        for attr, param in module._parameters.items():
+            if param is not None and param.is_meta:
+                places.setdefault(id(param), []).append((module, attr))
+                params[id(param)] = param
+    reader = _TensorReader(checkpoint)
+    for pid, param in params.items():
+        key = next((n for n in names.get(pid, []) if n in reader), None)
+        if key is None:
+            raise CheckpointError(f"checkpoint {checkpoint.folder} has no weight {' or '.join(names.get(pid, ['?']))}; "
+                                  "check that the weights and the model config match")
+        tensor = reader.get(key)
+        if tuple(tensor.shape) != tuple(param.shape):
+            raise CheckpointError(f"checkpoint {checkpoint.folder}: {key} has shape {tuple(tensor.shape)}, the "
+                                  f"model expects {tuple(param.shape)}; check that the weights and the config match")
+        if dtype is not None and tensor.is_floating_point():
+            tensor = tensor.to(dtype)
+        loaded = nn.Parameter(tensor, requires_grad=False)
+        for module, attr in places[pid]:
+            module._parameters[attr] = loaded
+
+
+class _TensorReader:
+    """Single tensors by name from a checkpoint's files: safetensors read just the tensor asked
+    for; torch.save shards are memory-mapped."""
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        from safetensors import safe_open
+
+        self._files: dict[str, Any] = {}
+        for path in checkpoint.files:
+            handle: Any = (safe_open(str(path), framework="pt", device="cpu") if path.suffix == ".safetensors"
+                           else load_file(path))
+            for key in handle.keys():
+                self._files[key] = handle
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._files
+
+    def get(self, key: str) -> torch.Tensor:
+        handle = self._files[key]
+        return handle[key] if isinstance(handle, dict) else handle.get_tensor(key)
+
+
 def _tied_names(model: nn.Module) -> set[str]:
     """Names of parameters that share storage with an earlier parameter."""
     seen: dict[int, str] = {}

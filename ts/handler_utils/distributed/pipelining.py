@@ -49,7 +49,13 @@ def even_split_points(model: nn.Module, num_stages: int) -> list[str]:
             f"cannot split the model into {num_stages} pipeline stages: its longest layer list "
             f"has {count} layers; lower parallelLevel or set 'pippy.split_points'"
         )
-    return [f"{name}.{math.floor(i * count / num_stages)}" for i in range(1, num_stages)]
+    return [f"{name}.{start}" for start, _ in stage_bounds(count, num_stages)[1:]]
+
+
+def stage_bounds(count: int, num_stages: int) -> list[tuple[int, int]]:
+    """Each stage's ``[start, end)`` of ``count`` layers: contiguous, the same number (±1) each."""
+    cuts = [math.floor(i * count / num_stages) for i in range(num_stages + 1)]
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
 
 
 def check_split_points(model: nn.Module, points: list[str], num_stages: int) -> list[str]:

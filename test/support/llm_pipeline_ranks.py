@@ -1,0 +1,62 @@
+"""One rank of the generation engine across pipeline stages, without the server.
+
+    torchrun --nproc-per-node N test/support/llm_pipeline_ranks.py --layers L --new-tokens T \\
+        --max-batch-size B --max-tokens-per-step S --output out.json PROMPT...
+
+Every rank builds the same tiny Llama (ts/llm/tiny.py, seeded), keeps its own stage and runs
+the same batch through ``PipelineEngine.generate_all``: the same commands on every rank, as the
+coordinator gives them in the server. Rank 0 writes each prompt's generated token ids and
+each rank's stage (its layers and parameter count) and the seconds generation took to
+``--output``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+from ts.llm.engine import SamplingParams
+from ts.llm.pipeline import PipelineEngine, PipelineStage
+from ts.llm.tiny import build_model, build_tokenizer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--layers", type=int, required=True)
+    parser.add_argument("--new-tokens", type=int, required=True)
+    parser.add_argument("--max-batch-size", type=int, required=True)
+    parser.add_argument("--max-tokens-per-step", type=int, required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("prompts", nargs="+")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    tok = build_tokenizer()
+    stage = PipelineStage(build_model(tok, num_layers=args.layers), rank, world, torch.device("cpu"))
+    engine = PipelineEngine(stage, tok, max_batch_size=args.max_batch_size,
+                            max_tokens_per_step=args.max_tokens_per_step)
+    batch = [(str(i), tok(p)["input_ids"], SamplingParams(max_new_tokens=args.new_tokens))
+             for i, p in enumerate(args.prompts)]
+    started = time.perf_counter()
+    results = engine.generate_all(batch)
+    seconds = time.perf_counter() - started
+    stages = [None] * world
+    dist.all_gather_object(stages, {"layers": [stage.start, stage.end],
+                                    "parameters": sum(p.numel() for p in stage.model.parameters()),
+                                    "cache_layers": engine._num_layers})
+    if rank == 0:
+        tokens = {args.prompts[int(k)]: r.token_ids for k, r in results.items()}
+        with open(args.output, "w") as f:
+            json.dump({"tokens": tokens, "stages": stages, "seconds": seconds}, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()
