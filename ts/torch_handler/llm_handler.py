@@ -38,6 +38,7 @@ from ts.handler_utils.distributed.coordinator import RankCoordinator
 from ts.handler_utils.distributed.dist_env import ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
+from ts.llm.sessions import COMPLETED, Conversations
 from ts.torch_handler.base_handler import BaseHandler
 
 logger = logging.getLogger(__name__)
@@ -97,6 +98,8 @@ class LLMHandler(BaseHandler):
         self.coordinator: RankCoordinator | None = None
         self.leader = True
         self._commands: list[list[Any]] = []
+        # a stateful model's sequences are conversations (ts/llm/sessions.py)
+        self.conversations = Conversations(enabled=False)
 
     # ------------------------------------------------------------------ loading
     def initialize(self, context: Context) -> None:
@@ -139,6 +142,7 @@ class LLMHandler(BaseHandler):
             max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
             max_context=self.settings.get("max_context"))
         self.model_name = context.model_name
+        self.conversations = Conversations(enabled=bool((self.model_yaml_config or {}).get("sequenceBatching")))
         if info.world_size > 1:
             self.coordinator = RankCoordinator(context.model_name, info.rank, info.world_size)
             self.leader = info.rank == 0
@@ -160,19 +164,22 @@ class LLMHandler(BaseHandler):
         answer in the request's form: ``error_event(request_id, exc)`` makes the final event)."""
         assert self.engine is not None, "initialize() first"
         req = self._parse(request_id, body, headers)
+        prompt_ids = self.conversations.prompt(request_id, headers, req.prompt_ids)
         try:
-            self.engine.add(request_id, req.prompt_ids, req.params)
+            self.engine.add(request_id, prompt_ids, req.params)
         except LLMRequestError as exc:
+            self.conversations.finished(request_id, completed=False)
             error_event(request_id, exc, req.kind)  # sets exc.body in the request's form
             raise
         self._requests[request_id] = req
         if self.coordinator is not None:
-            self._commands.append(["add", request_id, list(req.prompt_ids), dataclasses.asdict(req.params)])
+            self._commands.append(["add", request_id, prompt_ids, dataclasses.asdict(req.params)])
 
     def cancel(self, request_id: str) -> None:
         """Forget a request (its client went away): no more events for it; its slot and KV rows
         are free for the next step."""
         self._requests.pop(request_id, None)
+        self.conversations.finished(request_id, completed=False)
         if self.engine is not None:
             self.engine.cancel(request_id)
             if self.coordinator is not None:
@@ -226,6 +233,8 @@ class LLMHandler(BaseHandler):
             err = f"generation failed: {type(exc).__name__}: {exc}"
             events = [error_event(rid, LLMRequestError(status, err, code="engine_error"), req.kind)
                       for rid, req in self._requests.items()]
+            for rid in self._requests:
+                self.conversations.finished(rid, completed=False)
             self._requests.clear()
             return events
         events: list[LLMEvent] = []
@@ -234,9 +243,15 @@ class LLMHandler(BaseHandler):
             if req is None:  # cancelled: the caller already knows
                 continue
             events.extend(req.on_update(u.text_delta, u.finished, u.finish_reason, u.completion_tokens))
+            self.conversations.generated(u.seq_id, u.new_token_ids)
             if u.finished:
                 del self._requests[u.seq_id]
+                self.conversations.finished(u.seq_id, completed=u.finish_reason in COMPLETED)
         return events
+
+    def end_sequence(self, sequence_id: str) -> None:
+        """The frontend closed a stateful sequence (SEQUENCE_END): its conversation is forgotten."""
+        self.conversations.end(sequence_id)
 
     def step_stages(self) -> dict[str, float]:
         """Seconds the last step spent decoding and prefilling (the worker's ``decode`` and
@@ -271,9 +286,11 @@ class LLMHandler(BaseHandler):
                 results[idx] = self._refuse(context, idx, exc)
                 continue
             parsed[key] = (idx, req)
-            batch.append((key, req.prompt_ids, req.params))
+            batch.append((key, self.conversations.prompt(key, headers, req.prompt_ids), req.params))
         for key, res in self.engine.generate_all(batch).items():
             idx, req = parsed[key]
+            self.conversations.generated(key, res.token_ids)
+            self.conversations.finished(key, completed=res.error is None and res.finish_reason in COMPLETED)
             if res.error is not None:
                 error_event(key, res.error, req.kind)
                 results[idx] = self._refuse(context, idx, res.error)

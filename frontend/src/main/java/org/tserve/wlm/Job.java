@@ -123,8 +123,19 @@ public final class Job {
 
     void chunk(Response r) {
         if (!done.get()) {
-            responder.onChunk(r);
+            responder.onChunk(withAnswerHeaders(r));   // a stream's first chunk carries the headers
         }
+    }
+
+    /** {@code r} with the frontend's answer headers (a stateful model's sequence id) added. */
+    private Response withAnswerHeaders(Response r) {
+        List<Header> extra = answerHeaders;
+        if (extra.isEmpty()) {
+            return r;
+        }
+        List<Header> hs = new java.util.ArrayList<>(r.headers());
+        hs.addAll(extra);
+        return new Response(r.requestId(), r.status(), r.message(), r.contentType(), hs, r.body());
     }
 
     /** When the final answer was given (System.nanoTime), 0 before. */
@@ -136,13 +147,7 @@ public final class Job {
         if (done.compareAndSet(false, true)) {
             doneNanos = System.nanoTime();
             resultHeaders = r.headers();
-            List<Header> extra = answerHeaders;
-            if (!extra.isEmpty()) {
-                List<Header> hs = new java.util.ArrayList<>(r.headers());
-                hs.addAll(extra);
-                r = new Response(r.requestId(), r.status(), r.message(), r.contentType(), hs, r.body());
-            }
-            responder.onResult(r);
+            responder.onResult(withAnswerHeaders(r));
             finished();
             return true;
         }

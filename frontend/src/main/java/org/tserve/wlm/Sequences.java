@@ -261,6 +261,15 @@ final class Sequences {
         }
     }
 
+    /** Requests waiting behind their sequence's running one (describe's pendingRequests counts them). */
+    synchronized int waitingCount() {
+        int n = 0;
+        for (Sequence seq : open.values()) {
+            n += seq.waiting.size();
+        }
+        return n;
+    }
+
     synchronized int openCount() {
         return open.size();
     }
