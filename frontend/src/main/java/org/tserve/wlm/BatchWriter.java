@@ -165,9 +165,7 @@ final class BatchWriter {
         InFlightBatch b = inFlight.add(jobs, c, s.responseTimeout);
         try {
             long t0 = System.nanoTime();
-            // a continuous-batching handler's rank 0 feeds the other ranks itself (its steps' commands)
-            boolean allRanks = model.dist.usesTorchrun() && model.dist.broadcastsInference() && !s.joinsRunningBatch();
-            c.write(FrameType.INFERENCE, b.id, body, allRanks);
+            c.write(FrameType.INFERENCE, b.id, body, model.inferenceToAllRanks());
             b.frontendNanos = System.nanoTime() - t0;
         } catch (IOException e) {
             c.die("write to worker failed: " + e.getMessage());

@@ -1,5 +1,7 @@
 package org.tserve.wlm;
 
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -12,6 +14,7 @@ import java.util.concurrent.BlockingDeque;
 import java.util.function.LongSupplier;
 import org.tserve.config.ModelSettings;
 import org.tserve.util.Ids;
+import org.tserve.wlm.protocol.FrameType;
 import org.tserve.wlm.protocol.Header;
 
 /**
@@ -171,7 +174,7 @@ final class Sequences {
     /** Writes SEQUENCE_END for each closed sequence (no lock held), then lets a reopened id go on. */
     private void tellWorkers(List<Sequence> ended) {
         for (Sequence seq : ended) {
-            seq.worker.endSequence(seq.id);
+            tellWorker(seq);
             synchronized (this) {
                 endsInFlight.remove(seq.id);
                 Sequence again = open.get(seq.id);
@@ -183,6 +186,23 @@ final class Sequences {
                     }
                 }
             }
+        }
+    }
+
+    /**
+     * Writes SEQUENCE_END to the sequence's worker so its handler can drop the state; nothing when
+     * the worker is not serving (the state went with its process). It goes where the model's
+     * INFERENCE frames go, so every rank that holds sequence state hears it.
+     */
+    private void tellWorker(Sequence seq) {
+        BackendLink c = seq.worker.servingLink();
+        if (c == null) {
+            return;
+        }
+        try {
+            c.write(FrameType.SEQUENCE_END, 0, seq.id.getBytes(StandardCharsets.UTF_8), model.inferenceToAllRanks());
+        } catch (IOException e) {
+            c.die("write to worker failed: " + e.getMessage());
         }
     }
 

@@ -170,24 +170,10 @@ final class WorkerThread {
         return sequenceQueue;
     }
 
-    /**
-     * Tells the backend that sequence {@code id} closed (SEQUENCE_END, docs/protocol.md) so its
-     * handler can drop the sequence's state; nothing when the backend is not serving (its state
-     * is gone with it). Sent where the model's INFERENCE frames go, so every rank that holds
-     * sequence state hears it.
-     */
-    void endSequence(String id) {
+    /** The backend link while this worker serves, else null (a stateful model's SEQUENCE_END goes there). */
+    BackendLink servingLink() {
         BackendLink c = link;
-        if (c == null || !c.alive() || state != WorkerState.READY) {
-            return;
-        }
-        boolean allRanks = model.dist.usesTorchrun() && model.dist.broadcastsInference()
-                && !model.getSettings().joinsRunningBatch();
-        try {
-            c.write(FrameType.SEQUENCE_END, 0, id.getBytes(java.nio.charset.StandardCharsets.UTF_8), allRanks);
-        } catch (IOException e) {
-            c.die("write to worker failed: " + e.getMessage());
-        }
+        return c != null && c.alive() && state == WorkerState.READY ? c : null;
     }
 
     long directDispatches() {
