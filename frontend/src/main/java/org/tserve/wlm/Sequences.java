@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.BlockingDeque;
+import java.util.function.BiConsumer;
 import java.util.function.LongSupplier;
 import org.tserve.config.ModelSettings;
 import org.tserve.util.Ids;
@@ -27,7 +28,7 @@ import org.tserve.wlm.protocol.Header;
  * true}); the answer carries the id. A sequence closes after the request that carries {@code
  * ts_request_sequence_end: true}, after an answer whose {@code ts_request_sequence_end} header
  * names it (the handler ended it), after sequenceMaxIdleMSec idle or sequenceTimeoutMSec in all,
- * and with its worker. Each close but the last is told to the worker (SEQUENCE_END,
+ * and with its worker. A close while the worker serves is told to it (SEQUENCE_END,
  * docs/protocol.md) so the handler can drop the sequence's state; a request that reuses the id
  * reaches the worker only after that frame.
  */
@@ -67,9 +68,18 @@ final class Sequences {
     /** Ids whose SEQUENCE_END is being written to their worker. */
     private final Set<String> endsInFlight = new HashSet<>();
 
+    /** Writes SEQUENCE_END to a worker (tests pass their own). */
+    private final BiConsumer<WorkerThread, String> endWriter;
+
     Sequences(Model model, LongSupplier millisClock) {
+        this(model, millisClock, null);
+    }
+
+    /** @param endWriter writes SEQUENCE_END for (worker, sequence id); null: to the worker's link */
+    Sequences(Model model, LongSupplier millisClock, BiConsumer<WorkerThread, String> endWriter) {
         this.model = model;
         this.millisClock = millisClock;
+        this.endWriter = endWriter != null ? endWriter : this::writeEnd;
     }
 
     /** Routes {@code job} to its sequence's worker, or queues it behind the request running there. */
@@ -174,7 +184,7 @@ final class Sequences {
     /** Writes SEQUENCE_END for each closed sequence (no lock held), then lets a reopened id go on. */
     private void tellWorkers(List<Sequence> ended) {
         for (Sequence seq : ended) {
-            tellWorker(seq);
+            endWriter.accept(seq.worker, seq.id);
             synchronized (this) {
                 endsInFlight.remove(seq.id);
                 Sequence again = open.get(seq.id);
@@ -194,13 +204,13 @@ final class Sequences {
      * the worker is not serving (the state went with its process). It goes where the model's
      * INFERENCE frames go, so every rank that holds sequence state hears it.
      */
-    private void tellWorker(Sequence seq) {
-        BackendLink c = seq.worker.servingLink();
+    private void writeEnd(WorkerThread worker, String id) {
+        BackendLink c = worker.servingLink();
         if (c == null) {
             return;
         }
         try {
-            c.write(FrameType.SEQUENCE_END, 0, seq.id.getBytes(StandardCharsets.UTF_8), model.inferenceToAllRanks());
+            c.write(FrameType.SEQUENCE_END, 0, id.getBytes(StandardCharsets.UTF_8), model.inferenceToAllRanks());
         } catch (IOException e) {
             c.die("write to worker failed: " + e.getMessage());
         }

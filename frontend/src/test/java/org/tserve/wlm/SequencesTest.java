@@ -29,6 +29,10 @@ public class SequencesTest {
     private ModelManager manager;
     private final AtomicLong now = new AtomicLong(1_000);
     private final Map<Job, Answer> answers = new java.util.HashMap<>();
+    /** The sequence ids told to a worker (SEQUENCE_END), in order. */
+    private final List<String> told = new ArrayList<>();
+    /** Runs while a SEQUENCE_END is being written. */
+    private Runnable duringEnd = () -> { };
     private Sequences seqs;
     private List<WorkerThread> workers;
 
@@ -70,7 +74,10 @@ public class SequencesTest {
         s.apply(keys, "test", new ArrayList<>());
         s.checkSequences("m");
         Model m = TestModels.model("m", "1.0", s);
-        seqs = new Sequences(m, now::get);
+        seqs = new Sequences(m, now::get, (w, id) -> {
+            told.add(id);
+            duringEnd.run();
+        });
         workers = List.of(new WorkerThread(manager, m, 65520, -1, null, 0),
                 new WorkerThread(manager, m, 65521, -1, null, 0));
     }
@@ -233,6 +240,31 @@ public class SequencesTest {
             seqs.expire();
         }
         assertEquals(0, seqs.openCount());
+    }
+
+    @Test
+    public void everyCloseIsToldAndAReusedIdWaitsForItsEndFrame() throws Exception {
+        stateful(4, 4, true);
+        Job a = submit(job("a", Sequences.END, "true"));
+        WorkerThread w = holder(a);
+        List<Job> reopened = new ArrayList<>();
+        duringEnd = () -> {   // a request that reuses the id arrives while SEQUENCE_END is written
+            try {
+                reopened.add(submit(job("a")));
+            } catch (WlmException e) {
+                throw new AssertionError(e);
+            }
+            assertEquals("nothing of the new sequence before the old one's end", List.of(), sentTo(w));
+        };
+        answer(w, a);
+        duringEnd = () -> { };
+        assertEquals(List.of("a"), told);
+        assertEquals("the new sequence's request goes after the end frame", reopened, sentTo(holder(reopened.get(0))));
+        assertEquals("true", reopened.get(0).header(Sequences.START));
+        answer(holder(reopened.get(0)), reopened.get(0));
+        now.addAndGet(501);
+        seqs.expire();
+        assertEquals("the idle one is told too", List.of("a", "a"), told);
     }
 
     @Test
