@@ -168,7 +168,7 @@ class Worker:
         self.send(codec.encode_json_frame(ftype, batch_id, obj))
 
     def _next_frame(self, wait: bool = True) -> Frame | None | bool:
-        """The next LOAD / INFERENCE / CANCEL / STOP frame; PING and bad frames are answered on
+        """The next LOAD / INFERENCE / CANCEL / SEQUENCE_END / STOP frame; PING and bad frames are answered on
         the way. None when the connection ended (cleanly, or with the reason logged); False when
         ``wait`` is off and no frame has arrived."""
         while True:
@@ -195,7 +195,8 @@ class Worker:
                 return None
             if frame.type is FrameType.PING:
                 self._answer_ping(frame)
-            elif frame.type in (FrameType.LOAD, FrameType.INFERENCE, FrameType.CANCEL, FrameType.STOP):
+            elif frame.type in (FrameType.LOAD, FrameType.INFERENCE, FrameType.CANCEL, FrameType.SEQUENCE_END,
+                                FrameType.STOP):
                 return frame
             else:
                 self.send_json(FrameType.ERROR, frame.batch_id, {
@@ -243,6 +244,8 @@ class Worker:
                         self._inference(frame, received_at)
                 elif frame.type is FrameType.CANCEL:
                     self._cancel(frame)
+                elif frame.type is FrameType.SEQUENCE_END:
+                    self._end_sequence(frame)
         except OSError as exc:  # the frontend went away while we were answering
             logger.warning("model %s: connection to the frontend lost (%s); worker exits", self.model_name, exc)
         finally:
@@ -262,6 +265,12 @@ class Worker:
             logger.debug("CANCEL for batch %d ignored: the handler takes no cancellations", frame.batch_id)
             return
         cancel(frame.batch_id, bytes(frame.body).decode("utf-8", "replace"))
+
+    def _end_sequence(self, frame: Frame) -> None:
+        """A stateful model's sequence closed in the frontend: its handler may drop the state."""
+        service = getattr(self.pipeline, "service", None)
+        if service is not None:
+            service.end_sequence(bytes(frame.body).decode("utf-8", "replace"))
 
     def _load(self, frame: Frame) -> bool:
         started = time.monotonic()

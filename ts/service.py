@@ -186,6 +186,20 @@ class Service:
             self._loop = asyncio.new_event_loop()
         return self._loop
 
+    def end_sequence(self, sequence_id: str) -> None:
+        """A stateful model's sequence closed (SEQUENCE_END): calls the handler's optional
+        ``end_sequence(sequence_id)`` hook — a method of a handler class, or a function beside a
+        module's ``handle`` — so it can drop the sequence's state. It may hear of a sequence it
+        already forgot (e.g. one it ended itself); a failing hook is logged, not fatal."""
+        owner = self.handler if self.handler is not None else inspect.getmodule(self.entry)
+        hook = getattr(owner, "end_sequence", None)
+        if not callable(hook):
+            return
+        try:
+            hook(sequence_id)
+        except Exception:  # noqa: BLE001 - the sequence is closed either way
+            logger.exception("model %s: end_sequence(%s) failed", self.model_name, sequence_id)
+
     def predict(self, requests: list[Request]) -> list[Response]:
         """Run the whole batch through the entry point; never raises for handler errors."""
         if not requests:

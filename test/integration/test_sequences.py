@@ -82,11 +82,20 @@ def test_sequences_spread_over_the_workers(server: harness.Server) -> None:
         send(server, 0, r.headers[SEQ], end=True)
 
 
+def told_ended(server: harness.Server, pid: int, seq: str) -> bool:
+    """Whether worker ``pid``'s handler heard (SEQUENCE_END) that ``seq`` ended: asks through a
+    new one-request sequence, which lands on either worker."""
+    r = send(server, 0, end=True).json()
+    return r["pid"] == pid and seq in r["ended"]
+
+
 def test_an_idle_sequence_expires(server: harness.Server) -> None:
-    seq = send(server, 40).headers[SEQ]
+    first = send(server, 40)
+    seq, pid = first.headers[SEQ], first.json()["pid"]
     assert send(server, 2, seq).json()["total"] == 42
     time.sleep(2.0)  # past sequenceMaxIdleMSec=1500: the frontend closed it
     assert send(server, 1, seq).json()["total"] == 1, "expired: the id opens a new sequence (start header)"
+    harness.wait_for(lambda: told_ended(server, pid, seq), timeout=30, what="the handler's end_sequence call")
     send(server, 0, seq, end=True)
 
 

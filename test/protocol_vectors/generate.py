@@ -97,6 +97,8 @@ def vectors() -> dict[str, tuple[str, bytes, dict[str, Any]]]:
     empty_vec("stop", "STOP (empty body)", FrameType.STOP, 10)
     out["cancel"] = ("CANCEL: drop request s1 of batch 12 (its client went away)",
                      codec.encode_frame(FrameType.CANCEL, 12, b"s1"), {"text": "s1"})
+    out["sequence_end"] = ("SEQUENCE_END: sequence ts-seq-1 closed (the handler may drop its state)",
+                           codec.encode_frame(FrameType.SEQUENCE_END, 0, b"ts-seq-1"), {"text": "ts-seq-1"})
     json_vec("metrics", "METRICS after batch 7", FrameType.METRICS, 7, [
         {"name": "HandlerTime", "unit": "ms", "value": 12.34, "type": "gauge",
          "dimensions": {"ModelName": "mnist", "Level": "Model"}, "requestId": "a1"},

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import harness
 from ts.protocol import codec
 from ts.protocol.client import WorkerProcess
 from ts.protocol.codec import FrameType, Part, Request
@@ -201,6 +202,17 @@ def test_function_handler_and_named_function(tmp_path):
         assert worker.load(load_msg(model_dir, handler="fn_handler.py:shout"))["status"] == 200
         worker.send_batch(2, [req("a", b"x", "text/plain")])
         assert result(worker, 2)[0].body == b"X"
+
+
+def test_sequence_end_reaches_the_handlers_hook_and_a_failing_hook_is_not_fatal(tmp_path):
+    model_dir = make_model_dir(tmp_path, "sequence_fn_handler.py")
+    with WorkerProcess() as worker:
+        assert worker.load(load_msg(model_dir))["status"] == 200
+        for seq in ("s1", "boom", "s2"):
+            worker.send(codec.encode_frame(FrameType.SEQUENCE_END, 0, seq.encode()))
+        worker.send_batch(2, [req("a", b"x", "text/plain")])
+        assert json.loads(result(worker, 2)[0].body) == ["s1", "boom", "s2"]
+        harness.wait_for(lambda: "end_sequence(boom) failed" in worker.output(), timeout=10, what="the hook's error logged")
 
 
 def test_a_handler_without_torch_never_imports_it(tmp_path):

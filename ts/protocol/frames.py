@@ -26,6 +26,7 @@ class FrameType(IntEnum):
     PING = 0x03
     STOP = 0x04
     CANCEL = 0x05
+    SEQUENCE_END = 0x06
     LOADED = 0x11
     RESULT = 0x12
     CHUNK = 0x13
@@ -40,7 +41,8 @@ JSON_TYPES = frozenset(
 )
 EMPTY_TYPES = frozenset({FrameType.PING, FrameType.STOP})
 RESPONSE_TYPES = frozenset({FrameType.RESULT, FrameType.CHUNK})
-TEXT_TYPES = frozenset({FrameType.CANCEL})  # body: UTF-8 text (the request id)
+# body: UTF-8 text (CANCEL: the request id; SEQUENCE_END: the sequence id)
+TEXT_TYPES = frozenset({FrameType.CANCEL, FrameType.SEQUENCE_END})
 
 
 class ProtocolError(ValueError):

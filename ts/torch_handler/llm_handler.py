@@ -39,6 +39,7 @@ from ts.handler_utils.distributed.dist_env import device_for, ensure_process_gro
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
 from ts.llm.pipeline import PipelineEngine, load_stage
+from ts.llm.sessions import COMPLETED, Conversations
 from ts.torch_handler.base_handler import BaseHandler
 
 logger = logging.getLogger(__name__)
@@ -100,6 +101,8 @@ class LLMHandler(BaseHandler):
         self.rank = 0
         self._commands: list[list[Any]] = []
         self._broken: str | None = None  # why a failed step broke the torchrun job (rank 0)
+        # a stateful model's sequences are conversations (ts/llm/sessions.py)
+        self.conversations = Conversations(enabled=False)
 
     # ------------------------------------------------------------------ loading
     def initialize(self, context: Context) -> None:
@@ -153,6 +156,7 @@ class LLMHandler(BaseHandler):
         self.engine = (PipelineEngine(stage, self.tokenizer, **limits) if stage is not None
                        else GenerationEngine(self.model, self.tokenizer, **limits))
         self.model_name = context.model_name
+        self.conversations = Conversations(enabled=bool((self.model_yaml_config or {}).get("sequenceBatching")))
         if info.world_size > 1:
             self.coordinator = RankCoordinator(context.model_name, info.rank, info.world_size)
             self.leader, self.rank = info.rank == 0, info.rank
@@ -178,19 +182,22 @@ class LLMHandler(BaseHandler):
         if self.coordinator is not None and not req.params.greedy and req.params.seed is None:
             # every rank seeds its own generator: an unseeded one would sample differently per rank
             req.params.seed = int(torch.randint(0, 2**62, (1,)).item())
+        prompt_ids = self.conversations.prompt(request_id, headers, req.prompt_ids)
         try:
-            self.engine.add(request_id, req.prompt_ids, req.params)
+            self.engine.add(request_id, prompt_ids, req.params)
         except LLMRequestError as exc:
+            self.conversations.finished(request_id, completed=False)
             error_event(request_id, exc, req.kind)  # sets exc.body in the request's form
             raise
         self._requests[request_id] = req
         if self.coordinator is not None:
-            self._commands.append(["add", request_id, list(req.prompt_ids), dataclasses.asdict(req.params)])
+            self._commands.append(["add", request_id, prompt_ids, dataclasses.asdict(req.params)])
 
     def cancel(self, request_id: str) -> None:
         """Forget a request (its client went away): no more events for it; its slot and KV rows
         are free for the next step."""
         self._requests.pop(request_id, None)
+        self.conversations.finished(request_id, completed=False)
         if self.engine is not None and self.engine.cancel(request_id):
             logger.info("LLM %s: request %s cancelled (its client went away); its slot is free",
                         self.model_name, request_id)
@@ -265,6 +272,8 @@ class LLMHandler(BaseHandler):
                 self._broken = err
             events = [error_event(rid, LLMRequestError(status, err, code="engine_error"), req.kind)
                       for rid, req in self._requests.items()]
+            for rid in self._requests:
+                self.conversations.finished(rid, completed=False)
             self._requests.clear()
             return events
         events: list[LLMEvent] = []
@@ -273,9 +282,15 @@ class LLMHandler(BaseHandler):
             if req is None:  # cancelled: the caller already knows
                 continue
             events.extend(req.on_update(u.text_delta, u.finished, u.finish_reason, u.completion_tokens))
+            self.conversations.generated(u.seq_id, u.new_token_ids)
             if u.finished:
                 del self._requests[u.seq_id]
+                self.conversations.finished(u.seq_id, completed=u.finish_reason in COMPLETED)
         return events
+
+    def end_sequence(self, sequence_id: str) -> None:
+        """The frontend closed a stateful sequence (SEQUENCE_END): its conversation is forgotten."""
+        self.conversations.end(sequence_id)
 
     def step_stages(self) -> dict[str, float]:
         """Seconds the last step spent decoding and prefilling (the worker's ``decode`` and
@@ -310,9 +325,11 @@ class LLMHandler(BaseHandler):
                 results[idx] = self._refuse(context, idx, exc)
                 continue
             parsed[key] = (idx, req)
-            batch.append((key, req.prompt_ids, req.params))
+            batch.append((key, self.conversations.prompt(key, headers, req.prompt_ids), req.params))
         for key, res in self.engine.generate_all(batch).items():
             idx, req = parsed[key]
+            self.conversations.generated(key, res.token_ids)
+            self.conversations.finished(key, completed=res.error is None and res.finish_reason in COMPLETED)
             if res.error is not None:
                 error_event(key, res.error, req.kind)
                 results[idx] = self._refuse(context, idx, res.error)

@@ -118,10 +118,6 @@ public final class ModelSettings {
             throw new ConfigException("model " + model + ": sequenceBatching needs sequenceMaxIdleMSec > 0 (how long "
                     + "an idle sequence keeps its worker and state), got " + sequenceMaxIdleMSec);
         }
-        if (joinsRunningBatch()) {
-            throw new ConfigException("model " + model + ": sequenceBatching cannot be combined with "
-                    + "continuousBatching/asyncCommunication in tserve yet; set one of them");
-        }
     }
 
     /** True when requests go to the worker one by one and join its running batch (continuous batching). */

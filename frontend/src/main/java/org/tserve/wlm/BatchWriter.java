@@ -163,19 +163,17 @@ final class BatchWriter {
     /** Registers the batch as in flight (with its response timeout) and writes it; holds a permit. */
     private InFlightBatch dispatch(BackendLink c, List<Job> jobs, byte[] body, ModelSettings s) {
         InFlightBatch b = inFlight.add(jobs, c, s.responseTimeout);
-        if (s.joinsRunningBatch()) {
-            for (Job j : jobs) {
-                j.onCancel(() -> cancelInWorker(c, b.id, j));
-            }
-        }
         try {
             long t0 = System.nanoTime();
-            // a continuous-batching handler's rank 0 feeds the other ranks itself (its steps' commands)
-            boolean allRanks = model.dist.usesTorchrun() && model.dist.broadcastsInference() && !s.joinsRunningBatch();
-            c.write(FrameType.INFERENCE, b.id, body, allRanks);
+            c.write(FrameType.INFERENCE, b.id, body, model.inferenceToAllRanks());
             b.frontendNanos = System.nanoTime() - t0;
         } catch (IOException e) {
             c.die("write to worker failed: " + e.getMessage());
+        }
+        if (s.joinsRunningBatch()) {   // after the write: a CANCEL must follow its INFERENCE
+            for (Job j : jobs) {
+                j.onCancel(() -> cancelInWorker(c, b.id, j));
+            }
         }
         return b;
     }

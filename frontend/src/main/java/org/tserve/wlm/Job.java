@@ -33,7 +33,10 @@ public final class Job {
     private volatile Runnable onDone;
     private final List<Part> parts;
     private final JobResponder responder;
-    private volatile Runnable canceller;
+    private Runnable canceller;   // guarded by this, with cancelRequested
+    private boolean cancelRequested;
+    /** The final answer's headers (the handler's), empty before. */
+    private volatile List<Header> resultHeaders = List.of();
     private final long createdNanos = System.nanoTime();
     private volatile long dispatchedNanos;
     private volatile long doneNanos;
@@ -120,8 +123,19 @@ public final class Job {
 
     void chunk(Response r) {
         if (!done.get()) {
-            responder.onChunk(r);
+            responder.onChunk(withAnswerHeaders(r));   // a stream's first chunk carries the headers
         }
+    }
+
+    /** {@code r} with the frontend's answer headers (a stateful model's sequence id) added. */
+    private Response withAnswerHeaders(Response r) {
+        List<Header> extra = answerHeaders;
+        if (extra.isEmpty()) {
+            return r;
+        }
+        List<Header> hs = new java.util.ArrayList<>(r.headers());
+        hs.addAll(extra);
+        return new Response(r.requestId(), r.status(), r.message(), r.contentType(), hs, r.body());
     }
 
     /** When the final answer was given (System.nanoTime), 0 before. */
@@ -132,13 +146,8 @@ public final class Job {
     boolean result(Response r) {
         if (done.compareAndSet(false, true)) {
             doneNanos = System.nanoTime();
-            List<Header> extra = answerHeaders;
-            if (!extra.isEmpty()) {
-                List<Header> hs = new java.util.ArrayList<>(r.headers());
-                hs.addAll(extra);
-                r = new Response(r.requestId(), r.status(), r.message(), r.contentType(), hs, r.body());
-            }
-            responder.onResult(r);
+            resultHeaders = r.headers();
+            responder.onResult(withAnswerHeaders(r));
             finished();
             return true;
         }
@@ -153,6 +162,24 @@ public final class Job {
             }
         }
         return null;
+    }
+
+    /**
+     * The values of the final answer's headers named {@code name} (case-insensitive), each split
+     * at {@code ;} (TorchServe's {@code ts_request_sequence_end: <id>[;<id>...]}); empty when none.
+     */
+    List<String> resultHeaderValues(String name) {
+        List<String> out = new java.util.ArrayList<>();
+        for (Header h : resultHeaders) {
+            if (h.name().equalsIgnoreCase(name)) {
+                for (String v : h.value().split(";")) {
+                    if (!v.isBlank()) {
+                        out.add(v.strip());
+                    }
+                }
+            }
+        }
+        return out;
     }
 
     /** Adds request headers the handler will see (before the job is dispatched). */
@@ -181,13 +208,24 @@ public final class Job {
         }
     }
 
-    /** What {@link #cancel} does where the job is now (queued: leave the queue; in flight: CANCEL to the worker). */
+    /**
+     * What {@link #cancel} does where the job is now (queued: leave the queue; in flight: CANCEL to
+     * the worker). Set once the job is where {@code canceller} frees it: a cancel that came while
+     * it moved there runs the new canceller now (a CANCEL then follows its INFERENCE on the wire).
+     */
     void onCancel(Runnable canceller) {
-        this.canceller = canceller;
+        boolean runNow;
+        synchronized (this) {
+            this.canceller = canceller;
+            runNow = cancelRequested && canceller != null;
+        }
+        if (runNow) {
+            canceller.run();
+        }
     }
 
     /** Whether {@link #cancel} frees anything (the model takes cancellations). */
-    public boolean isCancellable() {
+    public synchronized boolean isCancellable() {
         return canceller != null;
     }
 
@@ -197,14 +235,20 @@ public final class Job {
      * sequence in the worker. Returns false when the job was answered already.
      */
     public boolean cancel() {
-        if (!fail(499, "Client closed the request before it was answered")) {
-            return false;
+        Runnable c;
+        synchronized (this) {
+            if (done.get()) {
+                return false;
+            }
+            cancelRequested = true;
+            c = canceller;
         }
-        Runnable c = canceller;
+        // Free its place before answering: answering lets a stateful sequence's next request go,
+        // which must reach the worker after this one's CANCEL, never beside the cancelled request.
         if (c != null) {
             c.run();
         }
-        return true;
+        return fail(499, "Client closed the request before it was answered");
     }
 
     /** Fails the job unless it was already answered; returns whether this call answered it. */

@@ -67,6 +67,15 @@ final class Model {
         settings = s;
     }
 
+    /**
+     * Whether INFERENCE frames (and a stateful model's SEQUENCE_END) go to every rank of a torchrun
+     * worker rather than rank 0 alone: a continuous-batching handler's rank 0 feeds the other ranks
+     * itself (its steps' commands).
+     */
+    boolean inferenceToAllRanks() {
+        return dist.usesTorchrun() && dist.broadcastsInference() && !settings.joinsRunningBatch();
+    }
+
     /** Workers that are not being stopped (they count for scaling and for accepting jobs). */
     List<WorkerThread> activeWorkers() {
         List<WorkerThread> out = new ArrayList<>();

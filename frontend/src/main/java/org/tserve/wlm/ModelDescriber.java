@@ -43,7 +43,7 @@ final class ModelDescriber {
             }
             out.add(new ModelDescription(m.name, m.version, m.getArchive().getUrl(), m.runtime,
                     m.version.equals(sel.defaultVersion()), m.getSettings().copy(), m.loadedAtStartup, ws,
-                    m.queue.remainingCapacity(), m.queue.size()));
+                    m.queue.remainingCapacity(), m.queue.size() + m.sequences.waitingCount()));
         }
         return out;
     }

@@ -1,24 +1,36 @@
 package org.tserve.wlm;
 
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.BlockingDeque;
+import java.util.function.BiConsumer;
 import java.util.function.LongSupplier;
 import org.tserve.config.ModelSettings;
 import org.tserve.util.Ids;
+import org.tserve.wlm.protocol.FrameType;
 import org.tserve.wlm.protocol.Header;
 
 /**
  * The open sequences of a stateful model (TorchServe's sequenceBatching). A sequence is pinned to
  * one worker — its state lives in that worker's handler — and its requests run there one at a
  * time, in arrival order: the next waits (up to maxSequenceJobQueueSize) until the one before it
- * is answered. A request without {@code ts_request_sequence_id} opens a sequence with a new id
- * (and {@code ts_request_sequence_start: true}); the answer carries the id; {@code
- * ts_request_sequence_end: true} closes it after that request; an idle sequence closes after
- * sequenceMaxIdleMSec, and one whose worker died closes with it.
+ * is answered. With continuous batching several sequences' requests are in the worker at once
+ * (each joins the running batch), still one per sequence. A request without {@code
+ * ts_request_sequence_id} opens a sequence with a new id (and {@code ts_request_sequence_start:
+ * true}); the answer carries the id. A sequence closes after the request that carries {@code
+ * ts_request_sequence_end: true}, after an answer whose {@code ts_request_sequence_end} header
+ * names it (the handler ended it), after sequenceMaxIdleMSec idle or sequenceTimeoutMSec in all,
+ * and with its worker. A close while the worker serves is told to it (SEQUENCE_END,
+ * docs/protocol.md) so the handler can drop the sequence's state; a request that reuses the id
+ * reaches the worker only after that frame.
  */
 final class Sequences {
     static final String ID = "ts_request_sequence_id";
@@ -32,7 +44,10 @@ final class Sequences {
         final ArrayDeque<Job> waiting = new ArrayDeque<>();
         final long opened;
         long lastActive;
-        boolean running;
+        /** The request at the worker (or on its way there); null while the sequence idles. */
+        Job current;
+        /** A SEQUENCE_END for an earlier sequence of this id is being written: nothing is sent before it. */
+        boolean heldForEnd;
         boolean ending;
 
         Sequence(String id, WorkerThread worker, long now) {
@@ -41,15 +56,30 @@ final class Sequences {
             this.opened = now;
             this.lastActive = now;
         }
+
+        boolean busy() {
+            return current != null || heldForEnd;
+        }
     }
 
     private final Model model;
     private final LongSupplier millisClock;
     private final Map<String, Sequence> open = new LinkedHashMap<>();
+    /** Ids whose SEQUENCE_END is being written to their worker. */
+    private final Set<String> endsInFlight = new HashSet<>();
+
+    /** Writes SEQUENCE_END to a worker (tests pass their own). */
+    private final BiConsumer<WorkerThread, String> endWriter;
 
     Sequences(Model model, LongSupplier millisClock) {
+        this(model, millisClock, null);
+    }
+
+    /** @param endWriter writes SEQUENCE_END for (worker, sequence id); null: to the worker's link */
+    Sequences(Model model, LongSupplier millisClock, BiConsumer<WorkerThread, String> endWriter) {
         this.model = model;
         this.millisClock = millisClock;
+        this.endWriter = endWriter != null ? endWriter : this::writeEnd;
     }
 
     /** Routes {@code job} to its sequence's worker, or queues it behind the request running there. */
@@ -71,42 +101,128 @@ final class Sequences {
             added.add(new Header(START, "true"));
             job.addHeaders(added);
             seq = new Sequence(id, leastLoaded(active), millisClock.getAsLong());
+            seq.heldForEnd = endsInFlight.contains(id);
             open.put(id, seq);
-        } else if (seq.running && seq.waiting.size() >= s.maxSequenceJobQueueSize) {
+        } else if (seq.busy() && seq.waiting.size() >= s.maxSequenceJobQueueSize) {
             throw new WlmException(503, "Sequence " + id + " of model \"" + model.name + "\" already has "
                     + seq.waiting.size() + " request(s) waiting (maxSequenceJobQueueSize=" + s.maxSequenceJobQueueSize
                     + "); send the next one after an answer, or raise maxSequenceJobQueueSize");
         }
         job.addAnswerHeader(new Header(ID, id));
-        if ("true".equalsIgnoreCase(job.header(END))) {
-            seq.ending = true;
-        }
         Sequence pinned = seq;
-        job.onDone(() -> answered(pinned));
-        if (seq.running) {
+        job.onDone(() -> answered(pinned, job));
+        if (seq.busy()) {
             seq.waiting.add(job);
+            job.onCancel(() -> dropWaiting(pinned, job));   // dispatch replaces it when the job goes
         } else {
-            seq.running = true;
             send(seq, job);
         }
     }
 
-    /** The sequence's request was answered: the next one goes, or the sequence idles (or ends). */
-    private synchronized void answered(Sequence seq) {
-        seq.lastActive = millisClock.getAsLong();
-        Job next = seq.waiting.poll();
-        if (next != null) {
-            send(seq, next);
+    /** A waiting request was cancelled: it leaves the sequence's queue; the running one goes on undisturbed. */
+    private synchronized void dropWaiting(Sequence seq, Job job) {
+        seq.waiting.remove(job);
+    }
+
+    /**
+     * A request of {@code seq} was answered (or failed, or cancelled). Only the answer of the
+     * request at the worker moves the sequence on: the next one goes, or the sequence idles or
+     * closes. A waiting request that ended early just leaves the queue.
+     */
+    private void answered(Sequence seq, Job job) {
+        List<Sequence> ended = new ArrayList<>();
+        synchronized (this) {
+            if (seq.current != job) {
+                seq.waiting.remove(job);
+                return;
+            }
+            seq.current = null;
+            seq.lastActive = millisClock.getAsLong();
+            if ("true".equalsIgnoreCase(job.header(END))) {   // the client's: the sequence ends after this request
+                seq.ending = true;
+            }
+            for (String id : job.resultHeaderValues(END)) {
+                endNamed(seq, "true".equalsIgnoreCase(id) ? seq.id : id, ended);
+            }
+            if (seq.ending) {
+                close(seq, ended);
+            } else {
+                Job next = seq.waiting.poll();
+                if (next != null) {
+                    send(seq, next);
+                }
+            }
+        }
+        tellWorkers(ended);
+    }
+
+    /** The handler's answer ended sequence {@code id} ({@code ts_request_sequence_end: <id>[;<id>...]}). */
+    private void endNamed(Sequence answering, String id, List<Sequence> ended) {
+        Sequence named = open.get(id);
+        if (named == null || named.worker != answering.worker) {
+            return;   // a handler ends only the sequences its own worker holds
+        }
+        named.ending = true;
+        if (named != answering && !named.busy()) {
+            close(named, ended);
+        }
+    }
+
+    /** Closes {@code seq} (lock held); what waited behind it fails, naming why. */
+    private void close(Sequence seq, List<Sequence> ended) {
+        open.remove(seq.id, seq);
+        endsInFlight.add(seq.id);
+        ended.add(seq);
+        List<Job> dropped = new ArrayList<>(seq.waiting);
+        seq.waiting.clear();
+        for (Job j : dropped) {
+            j.fail(409, "Sequence " + seq.id + " of model \"" + model.name + "\" ended before this request ran; "
+                    + "send it again to start a new sequence");
+        }
+    }
+
+    /** Writes SEQUENCE_END for each closed sequence (no lock held), then lets a reopened id go on. */
+    private void tellWorkers(List<Sequence> ended) {
+        for (Sequence seq : ended) {
+            endWriter.accept(seq.worker, seq.id);
+            synchronized (this) {
+                endsInFlight.remove(seq.id);
+                Sequence again = open.get(seq.id);
+                if (again != null && again.heldForEnd) {
+                    again.heldForEnd = false;
+                    Job next = again.waiting.poll();
+                    if (next != null) {
+                        send(again, next);
+                    }
+                }
+            }
+        }
+    }
+
+    /**
+     * Writes SEQUENCE_END to the sequence's worker so its handler can drop the state; nothing when
+     * the worker is not serving (the state went with its process). It goes where the model's
+     * INFERENCE frames go, so every rank that holds sequence state hears it.
+     */
+    private void writeEnd(WorkerThread worker, String id) {
+        BackendLink c = worker.servingLink();
+        if (c == null) {
             return;
         }
-        seq.running = false;
-        if (seq.ending) {
-            open.remove(seq.id, seq);
+        try {
+            c.write(FrameType.SEQUENCE_END, 0, id.getBytes(StandardCharsets.UTF_8), model.inferenceToAllRanks());
+        } catch (IOException e) {
+            c.die("write to worker failed: " + e.getMessage());
         }
     }
 
     private void send(Sequence seq, Job job) {
-        if (!seq.worker.sequenceQueue().offerLast(job)) {
+        seq.current = job;
+        // not written yet: a cancel takes it out of the worker's queue (once written, a continuous
+        // model's dispatch makes it a CANCEL to the worker)
+        BlockingDeque<Job> q = seq.worker.sequenceQueue();
+        job.onCancel(() -> q.remove(job));
+        if (!q.offerLast(job)) {
             job.fail(503, "Job queue of worker " + seq.worker.getId() + " of model " + model.name + " is full; retry later");
         }
     }
@@ -132,14 +248,22 @@ final class Sequences {
     }
 
     /** Closes idle sequences (sequenceMaxIdleMSec) and, when set, those past sequenceTimeoutMSec. */
-    synchronized void expire() {
-        if (open.isEmpty()) {
-            return;
+    void expire() {
+        List<Sequence> ended = new ArrayList<>();
+        synchronized (this) {
+            if (open.isEmpty()) {
+                return;
+            }
+            ModelSettings s = model.getSettings();
+            long now = millisClock.getAsLong();
+            for (Sequence seq : new ArrayList<>(open.values())) {
+                if (!seq.busy() && (now - seq.lastActive > s.sequenceMaxIdleMSec
+                        || s.sequenceTimeoutMSec > 0 && now - seq.opened > s.sequenceTimeoutMSec)) {
+                    close(seq, ended);
+                }
+            }
         }
-        ModelSettings s = model.getSettings();
-        long now = millisClock.getAsLong();
-        open.values().removeIf(seq -> !seq.running && (now - seq.lastActive > s.sequenceMaxIdleMSec
-                || s.sequenceTimeoutMSec > 0 && now - seq.opened > s.sequenceTimeoutMSec));
+        tellWorkers(ended);
     }
 
     /**
@@ -154,6 +278,7 @@ final class Sequences {
                 Sequence seq = it.next();
                 if (seq.worker == worker) {
                     it.remove();
+                    seq.current = null;   // failed with the worker's in-flight batches
                     lost.addAll(seq.waiting);
                     seq.waiting.clear();
                     seq.ending = true;
@@ -164,6 +289,15 @@ final class Sequences {
             j.fail(500, "Sequence lost its state: worker " + worker.getId() + " of model " + model.name + " ended ("
                     + why + "); start a new sequence (omit ts_request_sequence_id)");
         }
+    }
+
+    /** Requests waiting behind their sequence's running one (describe's pendingRequests counts them). */
+    synchronized int waitingCount() {
+        int n = 0;
+        for (Sequence seq : open.values()) {
+            n += seq.waiting.size();
+        }
+        return n;
     }
 
     synchronized int openCount() {

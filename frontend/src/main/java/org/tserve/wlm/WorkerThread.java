@@ -170,6 +170,12 @@ final class WorkerThread {
         return sequenceQueue;
     }
 
+    /** The backend link while this worker serves, else null (a stateful model's SEQUENCE_END goes there). */
+    BackendLink servingLink() {
+        BackendLink c = link;
+        return c != null && c.alive() && state == WorkerState.READY ? c : null;
+    }
+
     long directDispatches() {
         return writer.directDispatches();
     }

@@ -41,10 +41,13 @@ public class ModelSettingsLlmKeysTest {
     }
 
     @Test
-    public void sequenceBatchingNeedsAnIdleLimitAndNoContinuousBatching() {
+    public void sequenceBatchingNeedsAnIdleLimitAndWorksWithContinuousBatching() {
         expectRefusal(apply(Map.of("sequenceBatching", true)), "sequenceMaxIdleMSec");
-        expectRefusal(apply(Map.of("sequenceBatching", true, "sequenceMaxIdleMSec", 100, "continuousBatching", true)),
-                "continuousBatching");
+        ModelSettings both = apply(Map.of("sequenceBatching", true, "sequenceMaxIdleMSec", 100,
+                "continuousBatching", true, "batchSize", 4));
+        both.checkSequences("m");   // TorchServe's SequenceContinuousBatching
+        assertTrue(both.joinsRunningBatch());
+        assertEquals(4, both.sequenceLimit());
         try {
             apply(Map.of("sequenceBatching", "yes"));
             fail("a non-boolean must be refused");

@@ -8,6 +8,8 @@ public final class FrameType {
     public static final int STOP = 0x04;
     /** Stop work on one request (its client went away); body: the request id. */
     public static final int CANCEL = 0x05;
+    /** A stateful model's sequence closed: the handler may drop its state; body: the sequence id. */
+    public static final int SEQUENCE_END = 0x06;
     public static final int LOADED = 0x11;
     public static final int RESULT = 0x12;
     public static final int CHUNK = 0x13;
@@ -26,6 +28,7 @@ public final class FrameType {
             case PING: return "PING";
             case STOP: return "STOP";
             case CANCEL: return "CANCEL";
+            case SEQUENCE_END: return "SEQUENCE_END";
             case LOADED: return "LOADED";
             case RESULT: return "RESULT";
             case CHUNK: return "CHUNK";
