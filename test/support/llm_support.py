@@ -7,6 +7,7 @@ Import the fixture functions into a test module (pytest finds them by their ``na
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 import torch
@@ -65,3 +66,29 @@ def reference(model, ids: list[int], n: int, eos: int | list[int] | None = None)
                          attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=device),
                          do_sample=False, max_new_tokens=n, **kwargs)
     return out[0, len(ids):].tolist()
+
+
+def run(engine: Any, arrivals: dict[int, list[tuple[str, list[int], Any]]],
+        cancels: dict[int, list[str]] | None = None) -> tuple[dict[str, list], list]:
+    """Step a ``GenerationEngine`` until idle, adding arrivals[step] (id, prompt ids,
+    SamplingParams) and cancelling cancels[step] before that step; returns updates per id and
+    each step's stats."""
+    updates: dict[str, list] = {}
+    stats = []
+    step = 0
+    while any(k >= step for k in arrivals) or engine.has_work():
+        for seq_id, ids, params in arrivals.get(step, []):
+            engine.add(seq_id, ids, params)
+            updates[seq_id] = []
+        for seq_id in (cancels or {}).get(step, []):
+            engine.cancel(seq_id)
+        for u in engine.step():
+            updates[u.seq_id].append(u)
+        stats.append(engine.last_step)
+        step += 1
+        assert step < 2000
+    return updates, stats
+
+
+def tokens(ups: list) -> list[int]:
+    return [t for u in ups for t in u.new_token_ids]
