@@ -73,6 +73,20 @@ def test_fast_path_gives_generates_greedy_tokens(family, tok):
     assert reference(model, ids[1], lengths[1]) == refs[1]
 
 
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_prompts_prefilled_together_run_packed_and_exact(family, tok):
+    """Prompts of 1 to 40-odd tokens prefilled in one forward (packed into one row, padding left
+    out), then decoded together, give generate's tokens; the cache rows hold each prompt's keys."""
+    model = build(family, tok)
+    ids = [tok(p)["input_ids"] for p in [PROMPTS[2], LONG, PROMPTS[0], PROMPTS[3]]]
+    refs = [reference(model, x, 10) for x in ids]
+    engine = GenerationEngine(model, tok, max_batch_size=4, max_tokens_per_step=256)
+    updates, stats = run(engine, {0: [(f"s{i}", x, SamplingParams(max_new_tokens=10)) for i, x in enumerate(ids)]})
+    assert stats[0].prefilled == ["s0", "s1", "s2", "s3"]  # one group, one forward
+    for i, ref in enumerate(refs):
+        assert tokens(updates[f"s{i}"]) == ref, f"{family} prompt {i}"
+
+
 def test_fused_weights_are_views_of_one_tensor(model, tok):
     """q/k/v (and gate/up) become views of one concatenation: the weights are not held twice."""
     GenerationEngine(model, tok, max_batch_size=2)

@@ -143,10 +143,66 @@ class LlamaFastForward:
     def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: Any,
                  last: list[int] | None = None) -> torch.Tensor:
         rows, n = input_ids.shape
-        batch = cache if isinstance(cache, BatchCache) else None
-        kv_len = batch.width + 1 if batch is not None else cache.get_seq_length() + n
-        # (rows, 1, n, kv_len): key column j is visible to the query at position p when j <= p
-        mask = (torch.arange(kv_len, device=input_ids.device) <= positions.unsqueeze(-1)).unsqueeze(1)
+        if isinstance(cache, BatchCache):
+            return self._decode(input_ids, positions, cache)
+        past = cache.get_seq_length()
+        if rows > 1 and past == 0 and last is not None:
+            return self._packed_prefill(input_ids, positions, cache, last)
+
+        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return cache.update(k, v, i)
+
+        keys = torch.arange(past + n, device=input_ids.device)
+        h = self._layers(input_ids, positions, keys <= positions.unsqueeze(-1), store)
+        h = h[:, -1] if last is None else h[torch.arange(rows, device=h.device), torch.tensor(last, device=h.device)]
+        return self._logits(h)
+
+    def _decode(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: BatchCache) -> torch.Tensor:
+        """One token per ``BatchCache`` row, written in place at the row's own column."""
+        rows, span = input_ids.shape[0], batch.width + 1
+
+        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            own = batch.owner_layers[i]
+            own.k[batch.rows_index, :, batch.columns] = k[:, :, 0]
+            own.v[batch.rows_index, :, batch.columns] = v[:, :, 0]
+            return own.k[:rows, :, :span], own.v[:rows, :, :span]
+
+        mask = torch.arange(span, device=input_ids.device) <= positions.unsqueeze(-1)
+        return self._logits(self._layers(input_ids, positions, mask, store)[:, -1])
+
+    def _packed_prefill(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: Any,
+                        last: list[int]) -> torch.Tensor:
+        """Right-padded whole prompts run packed into one row, padding left out (prompts of 2 and
+        80 tokens cost 82 tokens, not 160); each prompt's tokens see only its own earlier ones.
+        The cache still gets the padded ``(rows, heads, width, dim)`` layout the engine copies
+        rows from (zeros where the padding was: never read)."""
+        rows, width = input_ids.shape
+        device = input_ids.device
+        lengths = torch.tensor(last, device=device) + 1
+        real = (torch.arange(width, device=device) < lengths.unsqueeze(1)).reshape(-1).nonzero().squeeze(1)
+        packed_pos = positions.reshape(-1)[real].unsqueeze(0)
+        segment = torch.repeat_interleave(torch.arange(rows, device=device), lengths)
+        mask = (segment.unsqueeze(1) == segment.unsqueeze(0)) & (packed_pos[0].unsqueeze(0) <= packed_pos[0].unsqueeze(1))
+
+        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            padded = []
+            for t in (k, v):  # (1, heads, total, dim) -> (rows, heads, width, dim)
+                flat = t.new_zeros(rows * width, self.kv_heads, self.head_dim)
+                flat[real] = t[0].transpose(0, 1)
+                padded.append(flat.view(rows, width, self.kv_heads, self.head_dim).transpose(1, 2))
+            cache.update(padded[0], padded[1], i)
+            return k, v
+
+        h = self._layers(input_ids.reshape(-1)[real].unsqueeze(0), packed_pos, mask.unsqueeze(0), store)
+        return self._logits(h[0, lengths.cumsum(0) - 1])
+
+    def _layers(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+                store: Any) -> torch.Tensor:
+        """The decoder layers over ``(rows, n)`` tokens at ``positions``; ``mask`` ``(rows, n,
+        keys)`` says which keys each query sees, shared by all layers; ``store(layer, k, v)``
+        caches the new keys/values and returns those attention reads. The last hidden states."""
+        rows, n = input_ids.shape
+        mask = mask.unsqueeze(1)
         cos, sin = self.cos[positions].unsqueeze(2), self.sin[positions].unsqueeze(2)  # (rows, n, 1, dim)
         h = F.embedding(input_ids, self.embed)
         for i, layer in enumerate(self.layers):
@@ -156,22 +212,16 @@ class LlamaFastForward:
             qk = _rotate(qkv[..., :self.q_size + self.kv_size].view(rows, n, self.heads + self.kv_heads, -1), cos, sin)
             q, k = qk[:, :, :self.heads].transpose(1, 2), qk[:, :, self.heads:].transpose(1, 2)
             v = qkv[..., self.q_size + self.kv_size:].view(rows, n, self.kv_heads, self.head_dim).transpose(1, 2)
-            if batch is not None:
-                own = batch.owner_layers[i]
-                own.k[batch.rows_index, :, batch.columns] = k[:, :, 0]
-                own.v[batch.rows_index, :, batch.columns] = v[:, :, 0]
-                k, v = own.k[:rows, :, :kv_len], own.v[:rows, :, :kv_len]
-            else:
-                k, v = cache.update(k, v, i)
+            k, v = store(i, k, v)
             h = h + F.linear(self._attention(q, k, v, mask, rows, n), layer.o_w, layer.o_b)
             x = _rms_norm(h, layer.ln2, layer.eps2)
             gate_up = F.linear(x, layer.gate_up_w, layer.gate_up_b)
             x = self.act(gate_up[..., :self.intermediate]) * gate_up[..., self.intermediate:]
             h = h + F.linear(x, layer.down_w, layer.down_b)
-        if last is None:
-            h = h[:, -1]
-        else:
-            h = h[torch.arange(rows, device=h.device), torch.tensor(last, device=h.device)]
+        return h
+
+    def _logits(self, h: torch.Tensor) -> torch.Tensor:
+        """The final norm and lm_head of the sampled positions only: ``(rows, vocab)`` float."""
         return F.linear(_rms_norm(h, self.norm, self.norm_eps), self.lm_head_w, self.lm_head_b).float()
 
     def _attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
