@@ -125,6 +125,18 @@ def test_the_switch_and_unsupported_models(model, tok):
     assert tokens(updates["a"]) == reference(model, ids, 8)
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2)).eval()
     auto = GenerationEngine(gpt2, tok, max_batch_size=2)
-    assert auto.forward_path.startswith("Hugging Face's forward (no fast path: GPT2LMHeadModel is not one of")
-    with pytest.raises(ValueError, match="fast_path is true, but .* GPT2LMHeadModel is not one of"):
+    assert auto.forward_path.startswith("Hugging Face's forward (no fast path: GPT2LMHeadModel (transformers.models")
+    with pytest.raises(ValueError, match="fast_path is true, but .* GPT2LMHeadModel .* is not one of transformers"):
         GenerationEngine(gpt2, tok, max_batch_size=2, fast_path=True)
+
+
+def test_models_the_fast_forward_cannot_run_exactly_are_named(tok):
+    from ts.llm.fastpath.llama import unsupported_reason
+
+    model = build("llama", tok)
+    assert unsupported_reason(model) is None
+    model.model.layers[1].self_attn.q_norm = torch.nn.Identity()  # a part it would not compute
+    assert unsupported_reason(model) == "decoder layer 1 is not the plain Llama layout (self_attn.q_norm)"
+    del model.model.layers[1].self_attn.q_norm
+    model.model.rotary_emb.rope_type = "dynamic"
+    assert unsupported_reason(model) == "rope_type 'dynamic' rescales with the sequence length"

@@ -37,11 +37,26 @@ SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
 STATIC_ROPE = ("default", "linear", "llama3")
 
 
+# what each decoder layer must hold for the fast forward to stand in for its forward
+LAYER_PARTS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+               "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "input_layernorm.variance_epsilon",
+               "post_attention_layernorm.variance_epsilon")
+EXTRA_PARTS = ("self_attn.q_norm", "self_attn.k_norm")  # (Qwen3-style) not computed here
+
+
+def _has(obj: Any, dotted: str) -> bool:
+    for name in dotted.split("."):
+        if not hasattr(obj, name):
+            return False
+        obj = getattr(obj, name)
+    return True
+
+
 def unsupported_reason(model: Any) -> str | None:
     """Why the fast forward cannot run this model exactly, or None when it can."""
     name = type(model).__name__
-    if name not in SUPPORTED:
-        return f"{name} is not one of {', '.join(SUPPORTED)}"
+    if name not in SUPPORTED or not type(model).__module__.startswith("transformers.models."):
+        return f"{name} ({type(model).__module__}) is not one of transformers' {', '.join(SUPPORTED)}"
     config = model.config
     inner = model.model
     rope_type = getattr(inner.rotary_emb, "rope_type", "default")
@@ -51,13 +66,16 @@ def unsupported_reason(model: Any) -> str | None:
         return "it has sliding-window layers"
     if getattr(config, "sliding_window", None) and name == "MistralForCausalLM":
         return "it uses sliding-window attention"
-    if any(getattr(p, "device_mesh", None) is not None for p in model.parameters()):
-        return "its weights are sharded (tensor parallel)"
-    for layer in inner.layers:
-        attn = layer.self_attn
-        if type(attn).forward is not type(inner.layers[0].self_attn).forward or any(
-                hasattr(attn, extra) for extra in ("q_norm", "k_norm")):
-            return "its attention has extra parts (q/k norms)"
+    for p in model.parameters():
+        if getattr(p, "device_mesh", None) is not None:
+            return "its weights are sharded (tensor parallel)"
+        if p.device.type == "meta":
+            return "some of its weights are offloaded (meta tensors)"
+    for i, layer in enumerate(inner.layers):
+        missing = [part for part in LAYER_PARTS if not _has(layer, part)]
+        extra = [part for part in EXTRA_PARTS if _has(layer, part)]
+        if missing or extra:
+            return f"decoder layer {i} is not the plain Llama layout ({', '.join(missing + extra)})"
     if getattr(config, "hidden_act", None) not in ("silu", "gelu", "gelu_pytorch_tanh", "relu"):
         return f"hidden_act {getattr(config, 'hidden_act', None)!r}"
     return None
