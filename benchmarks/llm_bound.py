@@ -1,8 +1,10 @@
 """The LLM scenario's bound (``benchmarks/llm.py``): the model's own decode rate, no server.
 
 A bare loop of the model's forward at tserve's running batch with the engine's KV cache layout,
-run in a child process in its own session (``python -m benchmarks.llm_bound MODEL_DIR``: one
-tokens/s line for each "SECONDS BATCH" line it reads).
+run in a child process in its own session (``python -m benchmarks.llm_bound MODEL_DIR``: for each
+"SECONDS BATCH" line it reads, one line "ENGINE HF": tokens/s with the forward tserve's engine
+runs (its fast path for this Llama: ``ts/llm/fastpath``), then with Hugging Face's forward).
+The first is the bound the server is held to; the second shows what the fast path gained.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ class BareLoop:
     preallocated, right-padded rows, written in place), then times ``steps`` decode steps; a
     first round warms up. With Hugging Face's ``DynamicCache`` (a concatenation per step, every
     row padded to the longest prompt) the loop read below tserve's own decode rate: it was no
-    bound. ``steps`` is the mean ``max_new_tokens``, so the rows' lengths average the server's."""
+    bound. ``steps`` is the mean ``max_new_tokens``, so the rows' lengths average the server's.
+    ``round(engine_forward=True)`` decodes with the forward the engine chooses for the model (as
+    the server runs it), ``False`` with the model's own Hugging Face forward."""
 
     def __init__(self, model_dir: Path, work: list[tuple[str, int]], batch: int = BATCH,
                  steps: int = sum(NEW_TOKENS) // 2) -> None:
@@ -43,12 +47,15 @@ class BareLoop:
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
         params = inspect.signature(self.model.forward).parameters
         self.cache_kw = "cache" if "cache" in params else "past_key_values"
+        from ts.llm.fastpath import choose_forward
+
+        self.engine_forward, self.forward_path = choose_forward(self.model, None)
         self.batch, self.steps = batch, steps
         self.groups = itertools.cycle([work[i:i + batch]
                                        for i in range(0, len(work) - batch + 1, batch)])
         self.round()
 
-    def round(self) -> float:
+    def round(self, engine_forward: bool = True) -> float:
         """Seconds of ``steps`` decode steps after an untimed prefill."""
         import torch
         from transformers import DynamicCache
@@ -71,17 +78,20 @@ class BareLoop:
             t0 = time.perf_counter()
             for _ in range(self.steps):
                 pos, mask = cache.begin_step()
-                logits = self.model(input_ids=tokens, attention_mask=mask, position_ids=pos,
-                                    use_cache=True, logits_to_keep=1, **{self.cache_kw: cache}).logits
+                if engine_forward and self.engine_forward is not None:
+                    logits = self.engine_forward(tokens, pos, cache)
+                else:
+                    logits = self.model(input_ids=tokens, attention_mask=mask, position_ids=pos, use_cache=True,
+                                        logits_to_keep=1, **{self.cache_kw: cache}).logits[:, -1]
                 cache.end_step()
-                tokens = logits[:, -1].argmax(-1, keepdim=True)
+                tokens = logits.argmax(-1, keepdim=True)
             return time.perf_counter() - t0
 
-    def measure(self, seconds: float) -> float:
+    def measure(self, seconds: float, engine_forward: bool = True) -> float:
         """Decode tokens/s over whole rounds, at least one, for about ``seconds``."""
         timed, rounds = 0.0, 0
         while rounds == 0 or timed < seconds:
-            timed += self.round()
+            timed += self.round(engine_forward)
             rounds += 1
         return self.batch * self.steps * rounds / timed
 
@@ -97,7 +107,8 @@ class BareLoopProcess:
                                       str(model_dir)], cwd=REPO, env=env, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      start_new_session=True)
-        self._answer()  # "ready": loaded and warmed up
+        # "ready FORWARD": loaded and warmed up; which forward the engine runs for the model
+        self.forward_path = self._answer().removeprefix("ready").strip()
 
     def _answer(self) -> str:
         assert self.proc.stdout is not None
@@ -106,11 +117,13 @@ class BareLoopProcess:
             raise ServerError(f"the bare loop exited with {self.proc.wait()}")
         return line.strip()
 
-    def measure(self, seconds: float, batch: int) -> float:
+    def measure(self, seconds: float, batch: int) -> tuple[float, float]:
+        """(tokens/s with the engine's forward, with Hugging Face's), ``seconds`` each."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"{seconds} {batch}\n")
         self.proc.stdin.flush()
-        return float(self._answer())
+        engine, hf = self._answer().split()
+        return float(engine), float(hf)
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -123,14 +136,15 @@ class BareLoopProcess:
 
 
 def _bare_loop_main(model_dir: str) -> None:
-    """``python -m benchmarks.llm_bound DIR``: one tokens/s line per line "SECONDS BATCH" read."""
+    """``python -m benchmarks.llm_bound DIR``: a line "ENGINE HF" (tokens/s) per line "SECONDS BATCH"."""
     loops = {BATCH: BareLoop(Path(model_dir), prompt_list(), batch=BATCH)}
-    print("ready", flush=True)
+    print("ready", loops[BATCH].forward_path, flush=True)
     for line in sys.stdin:
         seconds, batch = line.split()
         if int(batch) not in loops:
             loops[int(batch)] = BareLoop(Path(model_dir), prompt_list(), batch=int(batch))
-        print(round(loops[int(batch)].measure(float(seconds)), 1), flush=True)
+        loop = loops[int(batch)]
+        print(round(loop.measure(float(seconds)), 1), round(loop.measure(float(seconds), False), 1), flush=True)
 
 
 if __name__ == "__main__":

@@ -207,13 +207,14 @@ def _llm(results: dict[str, Any]) -> list[str]:
              "continuous batching, streamed, against TorchServe batch-and-generate (maxBatchDelay "
              f"{cfg.get('torchserve_max_batch_delay_ms')} ms; its TTFT is its whole answer). "
              f"Bound: a bare decode loop at tserve's running batch ({bound.get('batch')}), no "
-             "server, measured beside tserve's runs; decode = tserve's tokens after each first one "
+             f"server, measured beside tserve's runs, with {bound.get('forward')} (the forward tserve runs; "
+             "HF bound: the same loop with Hugging Face's forward); decode = tserve's tokens after each first one "
              "over its time not spent prefilling (the worker's prefill stage). "
              f"Checks: {llm.get('checks')}.", "",
              "| c | tserve tokens/s | TorchServe tokens/s | ratio | tserve TTFT p50 / p99 ms | "
              "TorchServe TTFT p50 / p99 ms | TTFT p99 ratio | tserve ITL p99 ms | bound tokens/s "
-             "| tserve / bound | decode / bound | load avg |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| HF bound tokens/s | tserve / bound | decode / bound | load avg |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     srv, ratios = llm.get("servers", {}), llm.get("ratios", {})
     for cell, r in ratios.items():
         a, b = srv.get("tserve", {}).get(cell, {}), srv.get(PEER, {}).get(cell, {})
@@ -225,7 +226,7 @@ def _llm(results: dict[str, Any]) -> list[str]:
             f"{_fmt(a.get('ttft_p99_ms'))} | {_fmt(b.get('ttft_p50_ms'))} / "
             f"{_fmt(b.get('ttft_p99_ms'))} | {_fmt(r.get('ttft_p99_ms'))} | "
             f"{_fmt(a.get('itl_p99_ms'))} | {_fmt(bound.get('tokens_per_s', {}).get(cell))} | "
-            f"{_fmt(frac)} | {_fmt(decode)} | {_fmt(a.get('loadavg_1m'))} |")
+            f"{_fmt(bound.get('hf_forward_tokens_per_s', {}).get(cell))} | {_fmt(frac)} | {_fmt(decode)} | {_fmt(a.get('loadavg_1m'))} |")
     lines += ["", "| LLM target | value | target | met |", "|---|---|---|---|"]
     lines += [f"| {t['what']} | {_fmt(t['value'])} | {t['target']} | "
               f"{_met(t['met'])} |" for t in llm.get("targets", [])]

@@ -65,7 +65,8 @@ def test_verdict_ratios_and_targets() -> None:
     def cell(tps: float, ttft: float) -> dict:
         return {"tokens_per_s": tps, "ttft_p50_ms": ttft / 2, "ttft_p99_ms": ttft}
 
-    cells = {"tserve": {"c1": cell(50, 10), "c8": cell(300, 20), "c32": {**cell(400, 100), "decode_tokens_per_s": 400}},
+    cells = {"tserve": {"c1": cell(50, 10), "c8": {**cell(300, 20), "decode_tokens_per_s": 315},
+                        "c32": {**cell(400, 100), "decode_tokens_per_s": 400}},
              llm.PEER: {"c1": cell(25, 100), "c8": cell(100, 100), "c32": cell(200, 200)}}
     v = llm.verdict(cells, {"c8": 450.0, "c32": 450.0})
     assert v["ratios"]["c8"] == {"tokens_per_s": 3.0, "ttft_p50_ms": 0.2, "ttft_p99_ms": 0.2}
@@ -73,7 +74,9 @@ def test_verdict_ratios_and_targets() -> None:
     met = {t["what"]: t["met"] for t in v["targets"]}
     assert met == {"tokens/s c8": True, "tokens/s c32": False, "TTFT p99 c1": True,
                    "TTFT p99 c8": True, "TTFT p99 c32": False,
+                   "decode (time not prefilling) / bound c8": False,
                    "decode (time not prefilling) / bound c32": True}
+    assert v["decode_fraction"]["c8"] == 0.7
     assert v["decode_fraction"]["c32"] == 0.889
     over = llm.verdict(cells, {"c8": 450.0, "c32": 200.0})["targets"][-1]
     assert over["value"] == 2.0 and over["met"] is None  # a bound below the server: no verdict
@@ -132,10 +135,13 @@ def test_bare_loop_decodes_a_batch(tmp_path, monkeypatch) -> None:
     build_model(tok).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     bare = llm_bound.BareLoop(tmp_path, llm.prompt_list(n=8), batch=4, steps=3)
-    assert bare.measure(0.0) > 0
+    assert bare.measure(0.0) > 0 and bare.measure(0.0, engine_forward=False) > 0
+    assert "fast forward" in bare.forward_path  # the tiny Llama: the engine's fast path
     child = llm_bound.BareLoopProcess(tmp_path)  # the same in its own session, as the scenario runs it
     try:
-        assert child.measure(0.0, 4) > 0
+        assert child.forward_path == bare.forward_path
+        engine_rate, hf_rate = child.measure(0.0, 4)
+        assert engine_rate > 0 and hf_rate > 0
     finally:
         child.close()
     assert child.proc.returncode == 0

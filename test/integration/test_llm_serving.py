@@ -33,11 +33,11 @@ PROMPTS = [
 NEW_TOKENS = 12
 
 
-def _build_mar(store: Path) -> Path:
+def _build_mar(store: Path, **kw) -> Path:
     spec = importlib.util.spec_from_file_location("llm_build_mar", ROOT / "examples" / "llm" / "build_mar.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.build(store)
+    return module.build(store, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +189,30 @@ def test_describe_shows_the_decode_and_prefill_time(server: harness.Server) -> N
     for name in ("step", "decode", "prefill"):
         assert stages[name]["batches"] > 0 and stages[name]["busyMs"] > 0, stages
     assert stages["decode"]["busyMs"] + stages["prefill"]["busyMs"] <= stages["step"]["busyMs"] + 1
+
+
+def test_fast_path_off_gives_the_same_tokens_and_the_log_says_which_forward(server: harness.Server, expected,
+                                                                            tmp_path: Path) -> None:
+    """The example (the tiny Llama) runs the engine's fast forward; the same model with
+    ``handler.fast_path: false`` runs Hugging Face's; both give generate's greedy tokens."""
+    config = tmp_path / "model-config.yaml"
+    config.write_text((ROOT / "examples" / "llm" / "model-config.yaml").read_text() + "  fast_path: false\n")
+    _build_mar(server.model_store, model_name="tiny_llm_hf", config_file=config)
+    r = server.register("tiny_llm_hf.mar", initial_workers=1, synchronous="true")
+    assert r.status_code == 200, r.text
+    try:
+        for prompt in PROMPTS[:3]:
+            body = {"prompt": prompt, "max_new_tokens": NEW_TOKENS, "temperature": 0}
+            r = requests.post(f"{server.inference_url}/predictions/tiny_llm_hf", json=body, timeout=120)
+            assert r.status_code == 200, r.text
+            assert r.json()["text"] == expected[prompt]
+
+        def load_lines() -> str | None:
+            text = server.logs("model_log.log") + server.logs()
+            return text if "LLM tiny_llm_hf:" in text else None
+
+        logs = harness.wait_for(load_lines, timeout=30, what="the worker's load line")
+        assert "LLM tiny_llm: LlamaForCausalLM" in logs and "the engine's fast forward (ts/llm/fastpath)" in logs
+        assert "Hugging Face's forward (fast_path: false)" in logs
+    finally:
+        requests.delete(f"{server.management_url}/models/tiny_llm_hf", timeout=60)

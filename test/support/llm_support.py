@@ -98,3 +98,29 @@ def generate(server: Any, model_name: str, prompt: str, new_tokens: int, **kw: A
 
     return requests.post(f"{server.inference_url}/predictions/{model_name}", timeout=120, stream=bool(kw.get("stream")),
                          json={"prompt": prompt, "max_new_tokens": new_tokens, "temperature": 0, **kw})
+
+
+def run(engine: Any, arrivals: dict[int, list[tuple[str, list[int], Any]]],
+        cancels: dict[int, list[str]] | None = None) -> tuple[dict[str, list], list]:
+    """Step a ``GenerationEngine`` until idle, adding arrivals[step] (id, prompt ids,
+    SamplingParams) and cancelling cancels[step] before that step; returns updates per id and
+    each step's stats."""
+    updates: dict[str, list] = {}
+    stats = []
+    step = 0
+    while any(k >= step for k in arrivals) or engine.has_work():
+        for seq_id, ids, params in arrivals.get(step, []):
+            engine.add(seq_id, ids, params)
+            updates[seq_id] = []
+        for seq_id in (cancels or {}).get(step, []):
+            engine.cancel(seq_id)
+        for u in engine.step():
+            updates[u.seq_id].append(u)
+        stats.append(engine.last_step)
+        step += 1
+        assert step < 2000
+    return updates, stats
+
+
+def tokens(ups: list) -> list[int]:
+    return [t for u in ups for t in u.new_token_ids]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from llm_support import model_fixture, one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
+from llm_support import model_fixture, one_thread_fixture, reference, run, tok_fixture, tokens  # noqa: F401 - fixtures
 
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
 from ts.llm.text import IncrementalText
@@ -25,30 +25,6 @@ PROMPTS = [
     "Les modèles de langue",
     "Streaming sends every token to the client as soon as it is produced. The cache keeps",
 ]
-
-
-def run(engine: GenerationEngine, arrivals: dict[int, list[tuple[str, list[int], SamplingParams]]],
-        cancels: dict[int, list[str]] | None = None) -> tuple[dict[str, list], list]:
-    """Step until idle, adding arrivals[step] before that step; returns updates per id and stats."""
-    updates: dict[str, list] = {}
-    stats = []
-    step = 0
-    while any(k >= step for k in arrivals) or engine.has_work():
-        for seq_id, ids, params in arrivals.get(step, []):
-            engine.add(seq_id, ids, params)
-            updates[seq_id] = []
-        for seq_id in (cancels or {}).get(step, []):
-            engine.cancel(seq_id)
-        for u in engine.step():
-            updates[u.seq_id].append(u)
-        stats.append(engine.last_step)
-        step += 1
-        assert step < 2000
-    return updates, stats
-
-
-def tokens(ups: list) -> list[int]:
-    return [t for u in ups for t in u.new_token_ids]
 
 
 def test_greedy_continuous_batching_equals_generate_alone(model, tok):

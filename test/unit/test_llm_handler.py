@@ -62,6 +62,10 @@ def test_initialize_finds_the_folder_and_validates(model_dir, handler):
         make_handler(model_dir, {"dtype": "int3"})
     with pytest.raises(ModelConfigError, match="model_path"):
         make_handler(model_dir, {"model_path": "nowhere"})
+    with pytest.raises(ModelConfigError, match="handler.fast_path"):
+        make_handler(model_dir, {"fast_path": "sometimes"})
+    assert "fast forward" in handler.engine.forward_path  # the tiny Llama: the fast path by default
+    assert make_handler(model_dir, {"fast_path": False}).engine.forward_path.startswith("Hugging Face's")
 
 
 def test_torchserve_form(handler):

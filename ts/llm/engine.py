@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ts.llm.fastpath import choose_forward
 from ts.llm.kvcache import BatchCache
 from ts.llm.params import GenerationResult, LLMRequestError, SamplingParams, SequenceUpdate
 from ts.llm.text import IncrementalText
@@ -79,7 +80,7 @@ class GenerationEngine:
 
     def __init__(self, model: Any, tokenizer: Any, max_batch_size: int = 8, max_tokens_per_step: int = 512,
                  max_waiting: int = 256, max_context: int | None = None,
-                 eos_token_ids: list[int] | None = None) -> None:
+                 eos_token_ids: list[int] | None = None, fast_path: bool | None = None) -> None:
         from transformers import DynamicCache
         from transformers.cache_utils import DynamicLayer
 
@@ -115,6 +116,8 @@ class GenerationEngine:
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._logits_to_keep = "logits_to_keep" in params
+        # the forward every step runs: the engine's own for known families, else the model's (fastpath/)
+        self._fast_forward, self.forward_path = choose_forward(model, fast_path)
         self.device = next(model.parameters()).device
         self._waiting: deque[_Sequence] = deque()
         self._prefilling: list[_Sequence] = []
@@ -264,6 +267,8 @@ class GenerationEngine:
     def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any,
                  attention_mask: torch.Tensor | None, last: list[int] | None = None) -> torch.Tensor:
         """Logits ``(rows, vocab)`` of each row's position ``last[row]`` (default: the last one)."""
+        if self._fast_forward is not None:
+            return self._fast_forward(input_ids, position_ids, cache, last)
         kwargs: dict[str, Any] = {self._cache_kw: cache, "use_cache": True}
         if self._logits_to_keep:
             kwargs["logits_to_keep"] = (1 if last is None else

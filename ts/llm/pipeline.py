@@ -161,7 +161,8 @@ class PipelineEngine(GenerationEngine):
     sampled tokens come from the last stage (see the module docstring)."""
 
     def __init__(self, stage: PipelineStage, tokenizer: Any, **kwargs: Any) -> None:
-        super().__init__(stage.model, tokenizer, **kwargs)
+        # a stage holds part of the model: the fast forward (ts/llm/fastpath) runs whole models only
+        super().__init__(stage.model, tokenizer, **kwargs, fast_path=False)
         self.stage = stage
 
     def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any,

@@ -60,6 +60,7 @@ SETTINGS: dict[str, KeySpec] = {
     "chat_template": KeySpec(string, "a Jinja chat template string"),
     "dtype": KeySpec(lambda v: v == "auto" or dtype_name(v), "auto, float32, float16 or bfloat16"),
     "trust_remote_code": KeySpec(boolean, "true or false"),
+    "fast_path": KeySpec(boolean, "true or false (default: the engine's fast forward when the model supports it)"),
 }
 
 
@@ -148,13 +149,19 @@ class LLMHandler(BaseHandler):
         self.model.eval()
         batch_size = int(context.system_properties.get("batch_size") or 1)
         max_batch = self.settings.get("max_batch_size", batch_size)
+        fast_path = self.settings.get("fast_path")
+        if info.world_size > 1:  # the fast forward runs whole weights; sharded or split ones keep the model's own
+            if fast_path:
+                raise ModelConfigError("handler.fast_path: true needs a single rank: with parallelType tp or pp the "
+                                       "model's own (sharded or split) forward runs; remove fast_path")
+            fast_path = False
         limits = dict(
             max_batch_size=max_batch,
             max_tokens_per_step=self.settings.get("max_tokens_per_step", max(DEFAULT_MAX_TOKENS_PER_STEP, max_batch)),
             max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
             max_context=self.settings.get("max_context"))
         self.engine = (PipelineEngine(stage, self.tokenizer, **limits) if stage is not None
-                       else GenerationEngine(self.model, self.tokenizer, **limits))
+                       else GenerationEngine(self.model, self.tokenizer, **limits, fast_path=fast_path))
         self.model_name = context.model_name
         self.conversations = Conversations(enabled=bool((self.model_yaml_config or {}).get("sequenceBatching")))
         if info.world_size > 1:
@@ -163,10 +170,10 @@ class LLMHandler(BaseHandler):
             if not self.leader:
                 self.coordinator.start_following(self._replay)
         self.initialized = True
-        logger.info("LLM %s: %s%s on %s, max_batch_size=%d, max_tokens_per_step=%d, context %d tokens",
+        logger.info("LLM %s: %s%s on %s, max_batch_size=%d, max_tokens_per_step=%d, context %d tokens, %s",
                     context.model_name, type(self.model).__name__,
                     f" {stage.describe()}" if stage is not None else "", self.device, self.engine.max_batch_size,
-                    self.engine.max_tokens_per_step, self.engine.max_context)
+                    self.engine.max_tokens_per_step, self.engine.max_context, self.engine.forward_path)
 
     def _parse(self, request_id: str, body: Any, headers: dict[str, str] | None) -> LLMRequest:
         return LLMRequest.parse(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
