@@ -446,3 +446,15 @@ def test_torchrun_job_serves_and_survives_an_elastic_restart(tmp_path):
             s.close()
     finally:
         job.stop()
+
+
+def test_a_model_config_error_at_load_is_one_line_not_a_traceback(tmp_path):
+    model_dir = make_model_dir(tmp_path, "bad_config_handler.py")
+    with WorkerProcess() as worker:
+        loaded = worker.load(load_msg(model_dir))
+        assert loaded["status"] == 500
+        assert loaded["message"] == "handler.max_batch_size must be a positive integer, got -1; fix model-config.yaml"
+        assert worker.wait_exit() == 1
+        out = worker.output()
+    assert "failed to load: handler.max_batch_size must be a positive integer" in out
+    assert "Traceback" not in out

@@ -13,9 +13,12 @@ from typing import Any
 
 import torch
 
+from ts.model_loader import LoadError
 
-class ModelConfigError(ValueError):
-    """A key of model-config.yaml is unknown or has a bad value."""
+
+class ModelConfigError(LoadError, ValueError):
+    """A key of model-config.yaml is unknown or has a bad value: the load fails with this message
+    alone (an expected error: one log line, no stack trace)."""
 
 
 Check = Callable[[Any], bool]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ts.handler_utils.distributed.config import ModelConfigError
 from ts.llm.fastpath.llama import SUPPORTED, LlamaFastForward, unsupported_reason
 
 __all__ = ["SUPPORTED", "choose_forward"]
@@ -23,6 +24,6 @@ def choose_forward(model: Any, use_fast: bool | None) -> tuple[LlamaFastForward 
     if reason is None:
         return LlamaFastForward(model), "the engine's fast forward (ts/llm/fastpath)"
     if use_fast:
-        raise ValueError(f"fast_path is true, but the engine's fast forward cannot run this model: {reason}; "
+        raise ModelConfigError(f"fast_path is true, but the engine's fast forward cannot run this model: {reason}; "
                          "set handler.fast_path to false or leave it out")
     return None, f"Hugging Face's forward (no fast path: {reason})"
