@@ -29,6 +29,8 @@ final class BatchWriter {
     private volatile BackendLink serving;
     /** Jobs written by the thread that submitted them (dispatchNow), for tests. */
     private final AtomicLong directDispatches = new AtomicLong();
+    /** Batches written by the reader thread as the previous one was answered (dispatchQueued), for tests. */
+    private final AtomicLong chainedDispatches = new AtomicLong();
 
     /** This worker's own queue: the requests of the sequences pinned to it (stateful models). */
     private final BlockingDeque<Job> pinned;
@@ -43,6 +45,10 @@ final class BatchWriter {
 
     long directDispatches() {
         return directDispatches.get();
+    }
+
+    long chainedDispatches() {
+        return chainedDispatches.get();
     }
 
     /** Batches this worker could take now (its free permits); 0 while it is not serving. */
@@ -84,11 +90,7 @@ final class BatchWriter {
                     c.permits.release();
                     continue;
                 }
-                List<Request> reqs = new ArrayList<>(jobs.size());
-                for (Job j : jobs) {
-                    reqs.add(j.toRequest());
-                }
-                dispatch(c, jobs, Codec.encodeBatch(reqs), s);
+                dispatch(c, jobs, encode(jobs), s);
             }
         } finally {
             serving = null;
@@ -118,14 +120,75 @@ final class BatchWriter {
             c.permits.release();
             return false;
         }
-        InFlightBatch b = dispatch(c, List.of(job), body, s);
+        failIfDied(c, dispatch(c, List.of(job), body, s));
         directDispatches.incrementAndGet();
-        // The link may have died before the batch was registered, after the cleanup failed what
-        // was in flight: then nobody else answers it.
-        if (!c.alive() && inFlight.remove(b)) {
-            job.fail(500, "Worker died. (worker " + port + " of model " + model.name + ": " + c.deadReason() + ")");
-        }
         return true;
+    }
+
+    /**
+     * Called by the reader thread with the permit of the batch it just took off the link: writes
+     * the next batch from the model's queue at once, from that thread, when the batch would go
+     * without waiting anyway (the queue holds a full batch) and the write cannot block (nothing
+     * else in flight, so the worker has read all it was sent; a small batch). The permit then
+     * passes to that batch, and the writer thread, parked on the permits, is neither woken nor
+     * needed: under load a worker's batches follow each other with no thread hand-off. Returns
+     * false otherwise, the jobs back at the head of the queue (the caller releases the permit).
+     */
+    boolean dispatchQueued(BackendLink c) {
+        ModelSettings s = model.getSettings();
+        BlockingDeque<Job> queue = model.queue;
+        if (serving != c || stopping.getAsBoolean() || !c.alive() || c.rankCount() != 1 || s.sequenceBatching
+                || s.joinsRunningBatch() || !inFlight.isEmpty() || queue.size() < s.batchSize) {
+            return false;
+        }
+        Job first = queue.poll();
+        if (first == null) {
+            return false;
+        }
+        List<Job> jobs;
+        try {   // a maxBatchDelay of 0: takes what is queued, never waits on this thread
+            jobs = BatchAggregator.pollAfter(first, queue, s.batchSize, 0, s.dispatchPolicy);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            InFlightTable.requeue(List.of(first), queue, model.name);
+            return false;
+        }
+        if (jobs.size() < s.batchSize && first.getKind() != Job.Kind.DESCRIBE) {
+            InFlightTable.requeue(jobs, queue, model.name);   // taken meanwhile: the writer thread forms it
+            return false;
+        }
+        jobs = withoutExpired(jobs, s.clientTimeoutInMills);
+        if (jobs.isEmpty()) {
+            return false;
+        }
+        byte[] body = encode(jobs);
+        if (body.length > DIRECT_MAX_BYTES) {
+            InFlightTable.requeue(jobs, queue, model.name);
+            return false;
+        }
+        failIfDied(c, dispatch(c, jobs, body, s));
+        chainedDispatches.incrementAndGet();
+        return true;
+    }
+
+    /**
+     * The link may have died before a batch written outside the writer loop was registered, after
+     * the cleanup failed what was in flight: then nobody else answers it.
+     */
+    private void failIfDied(BackendLink c, InFlightBatch b) {
+        if (!c.alive() && inFlight.remove(b)) {
+            for (Job j : b.jobs) {
+                j.fail(500, "Worker died. (worker " + port + " of model " + model.name + ": " + c.deadReason() + ")");
+            }
+        }
+    }
+
+    private static byte[] encode(List<Job> jobs) {
+        List<Request> reqs = new ArrayList<>(jobs.size());
+        for (Job j : jobs) {
+            reqs.add(j.toRequest());
+        }
+        return Codec.encodeBatch(reqs);
     }
 
     /**
