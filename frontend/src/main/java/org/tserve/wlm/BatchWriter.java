@@ -62,13 +62,16 @@ final class BatchWriter {
         serving = c;
         try {
             while (!stopping.getAsBoolean() && c.alive()) {
-                if (!c.permits.tryAcquire(200, TimeUnit.MILLISECONDS)) {
-                    continue;   // every batch this worker can take is in flight
-                }
-                // Wait for work without holding the permit: a job that finds this worker idle is
-                // then written by the thread that received it (dispatchNow), without waking this one.
-                c.permits.release();
                 BlockingDeque<Job> queue = model.getSettings().sequenceBatching ? pinned : model.queue;
+                // Jobs wait: wait for a free permit (an answered batch). With none waiting, wait on
+                // the queue instead, so that an answered batch does not wake this thread: the next
+                // job, finding the worker idle, is written by the thread that received it (dispatchNow).
+                if (!queue.isEmpty()) {
+                    if (!c.permits.tryAcquire(200, TimeUnit.MILLISECONDS)) {
+                        continue;   // every batch this worker can take is in flight
+                    }
+                    c.permits.release();   // the job is taken first: another worker may be free for it
+                }
                 Job first = queue.poll(200, TimeUnit.MILLISECONDS);
                 if (first == null || first.isDone()) {   // done: cancelled by its client while queued
                     continue;
