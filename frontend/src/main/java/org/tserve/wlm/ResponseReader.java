@@ -116,32 +116,30 @@ final class ResponseReader {
             LOG.warn(name + ": RESULT for unknown batch " + f.batchId + " ignored");
             return;
         }
-        // the next batch goes to the worker first, so that it runs while these answers are sent
-        boolean permitPassed = nextBatch.test(c);
-        try {
-            List<Response> rs = Codec.decodeResponses(f.body);
-            long now = System.nanoTime();
-            startup.batchAnswered(now - b.jobs.get(0).getDispatchedNanos());
-            for (Response r : rs) {
-                Job j = b.byId.get(r.requestId());
-                if (j == null) {
-                    LOG.warn(name + ": RESULT names unknown request " + r.requestId());
-                    continue;
-                }
-                if (j.result(r)) {
-                    manager.jobDone(model, r.status(), j.getDispatchedNanos() - j.getCreatedNanos(),
-                            now - j.getDispatchedNanos());
-                }
+        // The next batch goes to the worker first, so that it runs while these answers are sent;
+        // else the permit is freed before the answers go out: a client's next request then finds
+        // the worker idle and its event loop writes it (dispatchNow), waking no other thread.
+        if (!nextBatch.test(c)) {
+            c.permits.release();
+        }
+        List<Response> rs = Codec.decodeResponses(f.body);
+        long now = System.nanoTime();
+        startup.batchAnswered(now - b.jobs.get(0).getDispatchedNanos());
+        for (Response r : rs) {
+            Job j = b.byId.get(r.requestId());
+            if (j == null) {
+                LOG.warn(name + ": RESULT names unknown request " + r.requestId());
+                continue;
             }
-            for (Job j : b.jobs) {   // answered jobs ignore this: a job is answered once
-                j.fail(500, "The worker's answer had no response for request " + j.getId());
-            }
-            manager.workerThreadTime(model, name, b.frontendNanos + System.nanoTime() - now);
-        } finally {
-            if (!permitPassed) {
-                c.permits.release();
+            if (j.result(r)) {
+                manager.jobDone(model, r.status(), j.getDispatchedNanos() - j.getCreatedNanos(),
+                        now - j.getDispatchedNanos());
             }
         }
+        for (Job j : b.jobs) {   // answered jobs ignore this: a job is answered once
+            j.fail(500, "The worker's answer had no response for request " + j.getId());
+        }
+        manager.workerThreadTime(model, name, b.frontendNanos + System.nanoTime() - now);
     }
 
     private void onChunk(Frame f) throws IOException {
