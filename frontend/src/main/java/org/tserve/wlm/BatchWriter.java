@@ -11,6 +11,7 @@ import java.util.function.BooleanSupplier;
 import org.tserve.config.ModelSettings;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.FrameType;
+import org.tserve.wlm.protocol.Part;
 import org.tserve.wlm.protocol.Request;
 
 /**
@@ -141,7 +142,8 @@ final class BatchWriter {
         ModelSettings s = model.getSettings();
         BlockingDeque<Job> queue = model.queue;
         if (serving != c || stopping.getAsBoolean() || !c.alive() || c.rankCount() != 1 || s.sequenceBatching
-                || s.joinsRunningBatch() || !inFlight.isEmpty() || queue.size() < s.batchSize) {
+                || s.joinsRunningBatch() || !inFlight.isEmpty() || queue.size() < s.batchSize
+                || tooBigToChain(queue.peek(), s.batchSize)) {
             return false;
         }
         Job first = queue.poll();
@@ -164,12 +166,12 @@ final class BatchWriter {
         if (jobs.isEmpty()) {
             return false;
         }
-        byte[] body = encode(jobs);
-        if (body.length > DIRECT_MAX_BYTES) {
+        List<Request> reqs = requests(jobs);
+        if (Codec.sizeHint(reqs) > DIRECT_MAX_BYTES) {
             InFlightTable.requeue(jobs, queue, model.name);
             return false;
         }
-        failIfDied(c, dispatch(c, jobs, body, s));
+        failIfDied(c, dispatch(c, jobs, Codec.encodeBatch(reqs), s));
         chainedDispatches.incrementAndGet();
         return true;
     }
@@ -186,12 +188,28 @@ final class BatchWriter {
         }
     }
 
-    private static byte[] encode(List<Job> jobs) {
+    /** A model whose requests are large (going by the next one) is left to the writer thread. */
+    private static boolean tooBigToChain(Job head, int batchSize) {
+        if (head == null) {
+            return true;
+        }
+        long bytes = 0;
+        for (Part p : head.getParts()) {
+            bytes += p.value().length;
+        }
+        return bytes * batchSize > DIRECT_MAX_BYTES;
+    }
+
+    private static List<Request> requests(List<Job> jobs) {
         List<Request> reqs = new ArrayList<>(jobs.size());
         for (Job j : jobs) {
             reqs.add(j.toRequest());
         }
-        return Codec.encodeBatch(reqs);
+        return reqs;
+    }
+
+    private static byte[] encode(List<Job> jobs) {
+        return Codec.encodeBatch(requests(jobs));
     }
 
     /**
