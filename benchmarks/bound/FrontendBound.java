@@ -37,7 +37,7 @@ public final class FrontendBound {
     public static void main(String[] args) throws InterruptedException {
         int port = Integer.parseInt(args[0]);
         EventLoopGroup boss = new NioEventLoopGroup(1);
-        EventLoopGroup workers = new NioEventLoopGroup(0);   // tserve's number_of_netty_threads default
+        EventLoopGroup workers = new NioEventLoopGroup(Runtime.getRuntime().availableProcessors());   // tserve's number_of_netty_threads default
         ServerBootstrap b = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override

@@ -16,6 +16,7 @@ import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import java.nio.charset.StandardCharsets;
 import org.apache.logging.log4j.Logger;
+import org.tserve.util.Handoff;
 import org.tserve.util.LogText;
 import org.tserve.util.Logging;
 import org.tserve.wlm.Job;
@@ -26,7 +27,8 @@ import org.tserve.wlm.protocol.Response;
 /**
  * Writes a job's answer as HTTP: a full response for a plain result, or a chunked response for
  * a streaming handler (each CHUNK frame becomes one HTTP chunk, the RESULT the last one). All
- * writes run on the channel's event loop.
+ * writes run on the channel's event loop, handed over through {@link Handoff} (one task per event
+ * loop for a batch's answers).
  */
 final class HttpJobResponder implements JobResponder {
     private static final Logger LOG = Logging.logger(HttpJobResponder.class);
@@ -63,7 +65,7 @@ final class HttpJobResponder implements JobResponder {
 
     @Override
     public void onChunk(Response chunk) {
-        ex.ctx.executor().execute(() -> {
+        Handoff.execute(ex.ctx.executor(), () -> {
             if (!ex.ctx.channel().isActive() || ex.isFinished()) {
                 return;
             }
@@ -86,7 +88,7 @@ final class HttpJobResponder implements JobResponder {
 
     @Override
     public void onResult(Response r) {
-        ex.ctx.executor().execute(() -> {
+        Handoff.execute(ex.ctx.executor(), () -> {
             answered();
             if (streaming) {
                 // on the OpenAI and OIP generate routes the handler shapes its own errors: a body it gives passes through
@@ -106,8 +108,9 @@ final class HttpJobResponder implements JobResponder {
             }
             FullHttpResponse resp;
             try {
+                // not validated again by Netty: problem() checked the handler's names and values
                 resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, status(r.status(), r.message()),
-                        Unpooled.wrappedBuffer(r.body()));
+                        Unpooled.wrappedBuffer(r.body()), false);
                 copyHeaders(r, resp.headers());
             } catch (RuntimeException e) {   // anything else Netty refuses: still one answer
                 unsendable("it was refused: " + e.getMessage());
@@ -184,7 +187,7 @@ final class HttpJobResponder implements JobResponder {
 
     @Override
     public void onError(int status, String message) {
-        ex.ctx.executor().execute(() -> {
+        Handoff.execute(ex.ctx.executor(), () -> {
             answered();
             if (streaming) {
                 ex.finishChunked(status, new DefaultLastHttpContent(

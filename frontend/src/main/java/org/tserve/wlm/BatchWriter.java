@@ -11,6 +11,7 @@ import java.util.function.BooleanSupplier;
 import org.tserve.config.ModelSettings;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.FrameType;
+import org.tserve.wlm.protocol.Part;
 import org.tserve.wlm.protocol.Request;
 
 /**
@@ -29,6 +30,8 @@ final class BatchWriter {
     private volatile BackendLink serving;
     /** Jobs written by the thread that submitted them (dispatchNow), for tests. */
     private final AtomicLong directDispatches = new AtomicLong();
+    /** Batches written by the reader thread as the previous one was answered (dispatchQueued), for tests. */
+    private final AtomicLong chainedDispatches = new AtomicLong();
 
     /** This worker's own queue: the requests of the sequences pinned to it (stateful models). */
     private final BlockingDeque<Job> pinned;
@@ -45,6 +48,10 @@ final class BatchWriter {
         return directDispatches.get();
     }
 
+    long chainedDispatches() {
+        return chainedDispatches.get();
+    }
+
     /** Batches this worker could take now (its free permits); 0 while it is not serving. */
     int freeBatches() {
         BackendLink c = serving;
@@ -56,13 +63,16 @@ final class BatchWriter {
         serving = c;
         try {
             while (!stopping.getAsBoolean() && c.alive()) {
-                if (!c.permits.tryAcquire(200, TimeUnit.MILLISECONDS)) {
-                    continue;   // every batch this worker can take is in flight
-                }
-                // Wait for work without holding the permit: a job that finds this worker idle is
-                // then written by the thread that received it (dispatchNow), without waking this one.
-                c.permits.release();
                 BlockingDeque<Job> queue = model.getSettings().sequenceBatching ? pinned : model.queue;
+                // Jobs wait: wait for a free permit (an answered batch). With none waiting, wait on
+                // the queue instead, so that an answered batch does not wake this thread: the next
+                // job, finding the worker idle, is written by the thread that received it (dispatchNow).
+                if (!queue.isEmpty()) {
+                    if (!c.permits.tryAcquire(200, TimeUnit.MILLISECONDS)) {
+                        continue;   // every batch this worker can take is in flight
+                    }
+                    c.permits.release();   // the job is taken first: another worker may be free for it
+                }
                 Job first = queue.poll(200, TimeUnit.MILLISECONDS);
                 if (first == null || first.isDone()) {   // done: cancelled by its client while queued
                     continue;
@@ -84,11 +94,7 @@ final class BatchWriter {
                     c.permits.release();
                     continue;
                 }
-                List<Request> reqs = new ArrayList<>(jobs.size());
-                for (Job j : jobs) {
-                    reqs.add(j.toRequest());
-                }
-                dispatch(c, jobs, Codec.encodeBatch(reqs), s);
+                dispatch(c, jobs, encode(jobs), s);
             }
         } finally {
             serving = null;
@@ -118,14 +124,92 @@ final class BatchWriter {
             c.permits.release();
             return false;
         }
-        InFlightBatch b = dispatch(c, List.of(job), body, s);
+        failIfDied(c, dispatch(c, List.of(job), body, s));
         directDispatches.incrementAndGet();
-        // The link may have died before the batch was registered, after the cleanup failed what
-        // was in flight: then nobody else answers it.
-        if (!c.alive() && inFlight.remove(b)) {
-            job.fail(500, "Worker died. (worker " + port + " of model " + model.name + ": " + c.deadReason() + ")");
-        }
         return true;
+    }
+
+    /**
+     * Called by the reader thread with the permit of the batch it just took off the link: writes
+     * the next batch from the model's queue at once, from that thread, when the batch would go
+     * without waiting anyway (the queue holds a full batch) and the write cannot block (nothing
+     * else in flight, so the worker has read all it was sent; a small batch). The permit then
+     * passes to that batch, and the writer thread, parked on the permits, is neither woken nor
+     * needed: under load a worker's batches follow each other with no thread hand-off. Returns
+     * false otherwise, the jobs back at the head of the queue (the caller releases the permit).
+     */
+    boolean dispatchQueued(BackendLink c) {
+        ModelSettings s = model.getSettings();
+        BlockingDeque<Job> queue = model.queue;
+        if (serving != c || stopping.getAsBoolean() || !c.alive() || c.rankCount() != 1 || s.sequenceBatching
+                || s.joinsRunningBatch() || !inFlight.isEmpty() || queue.size() < s.batchSize
+                || tooBigToChain(queue.peek(), s.batchSize)) {
+            return false;
+        }
+        Job first = queue.poll();
+        if (first == null) {
+            return false;
+        }
+        List<Job> jobs;
+        try {   // a maxBatchDelay of 0: takes what is queued, never waits on this thread
+            jobs = BatchAggregator.pollAfter(first, queue, s.batchSize, 0, s.dispatchPolicy);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            InFlightTable.requeue(List.of(first), queue, model.name);
+            return false;
+        }
+        if (jobs.size() < s.batchSize && first.getKind() != Job.Kind.DESCRIBE) {
+            InFlightTable.requeue(jobs, queue, model.name);   // taken meanwhile: the writer thread forms it
+            return false;
+        }
+        jobs = withoutExpired(jobs, s.clientTimeoutInMills);
+        if (jobs.isEmpty()) {
+            return false;
+        }
+        List<Request> reqs = requests(jobs);
+        if (Codec.sizeHint(reqs) > DIRECT_MAX_BYTES) {
+            InFlightTable.requeue(jobs, queue, model.name);
+            return false;
+        }
+        failIfDied(c, dispatch(c, jobs, Codec.encodeBatch(reqs), s));
+        chainedDispatches.incrementAndGet();
+        return true;
+    }
+
+    /**
+     * The link may have died before a batch written outside the writer loop was registered, after
+     * the cleanup failed what was in flight: then nobody else answers it.
+     */
+    private void failIfDied(BackendLink c, InFlightBatch b) {
+        if (!c.alive() && inFlight.remove(b)) {
+            for (Job j : b.jobs) {
+                j.fail(500, "Worker died. (worker " + port + " of model " + model.name + ": " + c.deadReason() + ")");
+            }
+        }
+    }
+
+    /** A model whose requests are large (going by the next one) is left to the writer thread. */
+    private static boolean tooBigToChain(Job head, int batchSize) {
+        if (head == null) {
+            return true;
+        }
+        long bytes = 0;
+        for (Part p : head.getParts()) {
+            bytes += p.value().length;
+        }
+        return bytes * batchSize > DIRECT_MAX_BYTES;
+    }
+
+    private static List<Request> requests(List<Job> jobs) {
+        List<Request> reqs = new ArrayList<>(jobs.size());
+        for (Job j : jobs) {
+            reqs.add(j.toRequest());
+        }
+        return reqs;
+    }
+
+    private static byte[] encode(List<Job> jobs) {
+        return Codec.encodeBatch(requests(jobs));
     }
 
     /**

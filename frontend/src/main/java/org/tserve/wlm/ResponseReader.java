@@ -4,7 +4,9 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.util.List;
 import java.util.function.BooleanSupplier;
+import java.util.function.Predicate;
 import org.apache.logging.log4j.Logger;
+import org.tserve.util.Handoff;
 import org.tserve.util.Logging;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.Frame;
@@ -25,15 +27,18 @@ final class ResponseReader {
     private final String workerId;
     private final InFlightTable inFlight;
     private final BooleanSupplier stopping;
+    /** Writes the next queued batch with an answered batch's permit ({@link BatchWriter#dispatchQueued}). */
+    private final Predicate<BackendLink> nextBatch;
 
     ResponseReader(ModelManager manager, Model model, String name, int port, InFlightTable inFlight,
-                   BooleanSupplier stopping) {
+                   BooleanSupplier stopping, Predicate<BackendLink> nextBatch) {
         this.manager = manager;
         this.model = model;
         this.name = name;
         this.workerId = String.valueOf(port);
         this.inFlight = inFlight;
         this.stopping = stopping;
+        this.nextBatch = nextBatch;
     }
 
     /** Starts a daemon reader thread per rank of {@code link}; its first answered batch goes to {@code startup}. */
@@ -56,29 +61,11 @@ final class ResponseReader {
                 if (rank > 0 && (f.type == FrameType.RESULT || f.type == FrameType.CHUNK)) {
                     continue;   // only rank 0 answers inference
                 }
-                switch (f.type) {
-                    case FrameType.LOADED:
-                        c.loadReplies.get(rank).complete(f);
-                        break;
-                    case FrameType.RESULT:
-                        onResult(c, f, startup);
-                        break;
-                    case FrameType.CHUNK:
-                        onChunk(f);
-                        break;
-                    case FrameType.METRICS:
-                        manager.handlerMetrics(model, workerId, f.text());
-                        break;
-                    case FrameType.ERROR:
-                        onError(c, f, rank);
-                        break;
-                    case FrameType.PONG:
-                        if (rank == 0) {
-                            c.onPong(f.text());
-                        }
-                        break;
-                    default:
-                        LOG.warn(name + ": ignoring unexpected frame " + f);
+                Handoff.Group answers = Handoff.open();   // one hand-off per event loop per frame
+                try {
+                    dispatch(c, f, rank, startup);
+                } finally {
+                    answers.close();
                 }
             }
         } catch (IOException e) {
@@ -95,34 +82,64 @@ final class ResponseReader {
         }
     }
 
+    /** What one frame means: answers, load replies, metrics, errors, pongs. */
+    private void dispatch(BackendLink c, Frame f, int rank, StartupTimeline startup) throws IOException {
+        switch (f.type) {
+            case FrameType.LOADED:
+                c.loadReplies.get(rank).complete(f);
+                break;
+            case FrameType.RESULT:
+                onResult(c, f, startup);
+                break;
+            case FrameType.CHUNK:
+                onChunk(f);
+                break;
+            case FrameType.METRICS:
+                manager.handlerMetrics(model, workerId, f.text());
+                break;
+            case FrameType.ERROR:
+                onError(c, f, rank);
+                break;
+            case FrameType.PONG:
+                if (rank == 0) {
+                    c.onPong(f.text());
+                }
+                break;
+            default:
+                LOG.warn(name + ": ignoring unexpected frame " + f);
+        }
+    }
+
     private void onResult(BackendLink c, Frame f, StartupTimeline startup) throws IOException {
         InFlightBatch b = inFlight.remove(f.batchId);
         if (b == null) {
             LOG.warn(name + ": RESULT for unknown batch " + f.batchId + " ignored");
             return;
         }
-        try {
-            List<Response> rs = Codec.decodeResponses(f.body);
-            long now = System.nanoTime();
-            startup.batchAnswered(now - b.jobs.get(0).getDispatchedNanos());
-            for (Response r : rs) {
-                Job j = b.byId.get(r.requestId());
-                if (j == null) {
-                    LOG.warn(name + ": RESULT names unknown request " + r.requestId());
-                    continue;
-                }
-                if (j.result(r)) {
-                    manager.jobDone(model, r.status(), j.getDispatchedNanos() - j.getCreatedNanos(),
-                            now - j.getDispatchedNanos());
-                }
-            }
-            for (Job j : b.jobs) {   // answered jobs ignore this: a job is answered once
-                j.fail(500, "The worker's answer had no response for request " + j.getId());
-            }
-            manager.workerThreadTime(model, name, b.frontendNanos + System.nanoTime() - now);
-        } finally {
+        // The next batch goes to the worker first, so that it runs while these answers are sent;
+        // else the permit is freed before the answers go out: a client's next request then finds
+        // the worker idle and its event loop writes it (dispatchNow), waking no other thread.
+        if (!nextBatch.test(c)) {
             c.permits.release();
         }
+        List<Response> rs = Codec.decodeResponses(f.body);
+        long now = System.nanoTime();
+        startup.batchAnswered(now - b.jobs.get(0).getDispatchedNanos());
+        for (Response r : rs) {
+            Job j = b.byId.get(r.requestId());
+            if (j == null) {
+                LOG.warn(name + ": RESULT names unknown request " + r.requestId());
+                continue;
+            }
+            if (j.result(r)) {
+                manager.jobDone(model, r.status(), j.getDispatchedNanos() - j.getCreatedNanos(),
+                        now - j.getDispatchedNanos());
+            }
+        }
+        for (Job j : b.jobs) {   // answered jobs ignore this: a job is answered once
+            j.fail(500, "The worker's answer had no response for request " + j.getId());
+        }
+        manager.workerThreadTime(model, name, b.frontendNanos + System.nanoTime() - now);
     }
 
     private void onChunk(Frame f) throws IOException {

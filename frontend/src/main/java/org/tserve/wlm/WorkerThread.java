@@ -79,7 +79,8 @@ final class WorkerThread {
         this.ranks = new RankGroup(model.dist, devices);
         this.sequenceQueue = new java.util.concurrent.LinkedBlockingDeque<>(model.getSettings().jobQueueSize);
         this.writer = new BatchWriter(model, port, inFlight, this::isStopping, sequenceQueue);
-        this.reader = new ResponseReader(manager, model, name, port, inFlight, this::isStopping);
+        this.reader = new ResponseReader(manager, model, name, port, inFlight, this::isStopping,
+                writer::dispatchQueued);
         this.role = new NodeRole(model, name, ranks);
     }
 
@@ -178,6 +179,11 @@ final class WorkerThread {
 
     long directDispatches() {
         return writer.directDispatches();
+    }
+
+    /** See {@link BatchWriter#dispatchQueued}. */
+    long chainedDispatches() {
+        return writer.chainedDispatches();
     }
 
     /** See {@link BatchWriter#freeBatches}. */

@@ -154,6 +154,46 @@ public class WorkerThreadTest {
     }
 
     @Test
+    public void underLoadTheReaderWritesTheNextQueuedBatchItself() throws Exception {
+        start("stream", "batchSize: 2\nmaxBatchDelay: 100\n");
+        WorkerThread w = models.find("fake", null).workers.get(0);
+        List<Collected> burst = new ArrayList<>();
+        for (int round = 0; round < 20 && w.chainedDispatches() == 0; round++) {
+            burst.clear();
+            for (int i = 0; i < 20; i++) {
+                Collected c = new Collected();
+                burst.add(c);
+                models.submit(job("r" + round + "-" + i, c));
+            }
+            for (Collected c : burst) {   // every job answered once, its chunks first
+                assertEquals("c", new String(c.result.get(60, TimeUnit.SECONDS).body(), StandardCharsets.UTF_8));
+                synchronized (c) {
+                    assertEquals(List.of("a", "b"), c.chunks);
+                }
+            }
+        }
+        assertTrue(w.chainedDispatches() > 0);
+    }
+
+    @Test
+    public void largeBatchesAreLeftToTheWriterThread() throws Exception {
+        // two 40 KB requests make a batch past what the reader may write without risking a block
+        start("stream", "batchSize: 2\nmaxBatchDelay: 100\n");
+        WorkerThread w = models.find("fake", null).workers.get(0);
+        String big = "x".repeat(40 * 1024);
+        List<Collected> burst = new ArrayList<>();
+        for (int i = 0; i < 12; i++) {
+            Collected c = new Collected();
+            burst.add(c);
+            models.submit(job(big, c));
+        }
+        for (Collected c : burst) {
+            assertEquals("c", new String(c.result.get(60, TimeUnit.SECONDS).body(), StandardCharsets.UTF_8));
+        }
+        assertEquals(0, w.chainedDispatches());
+    }
+
+    @Test
     public void aDyingWorkerFailsItsJobWithItsExitStatus() throws Exception {
         start("die", "batchSize: 1\n");
         Collected c = new Collected();

@@ -219,7 +219,8 @@ public final class Codec {
     }
 
     /** An upper estimate of an INFERENCE body's size (ASCII-sized strings: the usual case), so it is written without regrowing. */
-    private static int sizeHint(List<Request> requests) {
+    /** About the size of {@link #encodeBatch}'s body for {@code requests} (exact for ASCII text). */
+    public static int sizeHint(List<Request> requests) {
         long n = 4;
         for (Request r : requests) {
             n += 12 + r.requestId().length();
