@@ -3,7 +3,8 @@ handler with no tserve hooks runs unmodified; ``handle`` runs once per step with
 requests re-sent as cached entries plus the new ones, within batchSize; a request streams while
 its stopping criteria say so; a client that disconnects is dropped; a failing step fails only its
 requests. Handlers: handlers/ts_generator_handler.py (class, stopping_criteria),
-handlers/ts_intermediate_handler.py (module, send_intermediate_predict_response)."""
+handlers/ts_intermediate_handler.py (module, send_intermediate_predict_response),
+handlers/ts_stateful_handler.py (TorchServe's stateful sequence-continuous pattern)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,11 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         harness.build_mar(store, name, GENERATOR, config_yaml=f"continuousBatching: true\nbatchSize: {batch}\n")
     harness.build_mar(store, "inter", HANDLERS / "ts_intermediate_handler.py",
                       config_yaml="asyncCommunication: true\nbatchSize: 2\n")
+    harness.build_mar(store, "seqts", HANDLERS / "ts_stateful_handler.py", config_yaml=(
+        "sequenceBatching: true\ncontinuousBatching: true\nsequenceMaxIdleMSec: 10000\nbatchSize: 4\n"
+        "maxNumSequence: 4\n"))
     with harness.Server(store) as s:
-        for name in ("gen4", "gen2", "gen1", "inter"):
+        for name in ("gen4", "gen2", "gen1", "inter", "seqts"):
             r = s.register(f"{name}.mar", initial_workers=1, synchronous="true")
             assert r.status_code == 200, r.text
         yield s
@@ -156,3 +160,25 @@ def test_handler_metrics_of_each_step_are_reported(server: harness.Server) -> No
     tokens_then_summary(stream(server, "gen4", {"n": 2}))
     harness.wait_for(lambda: re.search(r"HandlerTime\.Milliseconds:[\d.]+\|#ModelName:gen4", server.logs("model_metrics.log")),
                      30, what="HandlerTime of gen4 in model_metrics.log")
+
+
+SEQ = "ts_request_sequence_id"
+
+
+def send_to_sequence(server: harness.Server, seq: str | None, value: int) -> requests.Response:
+    headers = {"Content-Type": "text/plain", **({SEQ: seq} if seq else {})}
+    return requests.post(f"{server.inference_url}/predictions/seqts", data=str(value), headers=headers,
+                         stream=True, timeout=60)
+
+
+def test_torchserves_stateful_sequence_pattern_runs_and_ends_sequences_by_header(server: harness.Server) -> None:
+    first = send_to_sequence(server, None, 5)
+    seq = first.headers[SEQ]
+    assert seq.startswith("ts-seq-") and first.text == "5"
+    streamed = send_to_sequence(server, seq, 3)  # odd: its criterion streams the total 3 more steps
+    assert streamed.headers[SEQ] == seq
+    assert b"".join(streamed.iter_content(chunk_size=None)) == b"8888"
+    assert send_to_sequence(server, seq, 2).text == "10"
+    last = send_to_sequence(server, seq, 0)
+    assert last.text == "10" and last.headers["ts_request_sequence_end"] == seq
+    assert send_to_sequence(server, seq, 7).text == "7", "ended by the handler: the same id starts anew"
