@@ -4,13 +4,19 @@ The server end to end: test/integration/test_torchserve_continuous.py."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ts.context import Context, RequestProcessor
 from ts.handler_utils.utils import send_intermediate_predict_response
-from ts.pipeline.step_handler import StepHandler, continues
+from ts.model_loader import LoadError, LoadRequest
+from ts.model_service_worker import RankInfo
+from ts.pipeline.loader import load_pipeline
+from ts.pipeline.step_handler import StepHandler, StepPipeline, continues
 from ts.protocol.codec import Part, Request, Response
 from ts.service import STREAM_HEADER, Service, settle_stream_header
 
@@ -139,3 +145,32 @@ def test_send_intermediate_predict_response_goes_out_during_the_step() -> None:
     assert [(r.request_id, r.body, dict(r.headers)[STREAM_HEADER]) for r in sent[0]] == [("a", b"p", "true")]
     assert event.final == b"done" and event.headers[STREAM_HEADER] == "false"
     assert adapter.service.context.stream_sender is None
+
+
+HANDLERS = Path(__file__).resolve().parents[1] / "integration" / "handlers"
+
+
+def load(tmp_path: Path, handler_file: str, ranks: RankInfo) -> Any:
+    model_dir = tmp_path / "m"
+    (model_dir / "MAR-INF").mkdir(parents=True)
+    shutil.copy(HANDLERS / handler_file, model_dir / handler_file)
+    model = {"modelName": "m", "handler": handler_file, "modelVersion": "1.0"}
+    (model_dir / "MAR-INF" / "MANIFEST.json").write_text(json.dumps({"runtime": "python", "model": model}))
+    req = LoadRequest.from_json({"modelName": "m", "modelPath": str(model_dir), "batchSize": 3,
+                                 "continuousBatching": True})
+    return load_pipeline(req, None, ranks, lambda *frames: None)
+
+
+def test_a_handler_without_hooks_gets_the_adapter_with_the_models_batch_size(tmp_path: Path) -> None:
+    pipeline = load(tmp_path, "ts_generator_handler.py", RankInfo())
+    assert isinstance(pipeline, StepPipeline) and pipeline.adapter.batch_size == 3
+
+
+def test_one_with_some_hooks_is_refused_naming_the_rest(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match=r"lacks has_work\(\), cancel\(\)"):
+        load(tmp_path, "partial_hooks_handler.py", RankInfo())
+
+
+def test_the_adapter_on_several_ranks_is_refused_naming_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match="runs on one rank only, but this worker has 2 ranks"):
+        load(tmp_path, "ts_generator_handler.py", RankInfo(world_size=2, local_world_size=2))

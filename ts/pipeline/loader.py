@@ -77,6 +77,11 @@ def _continuous_pipeline(req: LoadRequest, context: Any, spec: Any, ranks: Any,
                         f"has_work() and cancel(), or none of them (TorchServe's way: handle() runs each "
                         f"step); handler {req.handler!r} lacks {', '.join(h + '()' for h in missing)} "
                         f"(see docs/llm.md)", 400)
+    if ranks.world_size > 1:  # the frontend feeds rank 0 only: the other ranks would never step
+        raise LoadError(f"continuousBatching with a handler that has none of add_request(), step(), "
+                        f"has_work(), cancel() runs on one rank only, but this worker has "
+                        f"{ranks.world_size} ranks; give handler {req.handler!r} the hooks (rank 0's "
+                        f"step drives the other ranks, see docs/llm.md) or serve it on one rank", 400)
     from ts.pipeline.step_handler import StepPipeline
 
     logger.info("model %s: continuous batching TorchServe's way: handle() runs each step with the running "
