@@ -96,13 +96,32 @@ def encode_value(value: Any) -> bytes:
                          f"{exc}; return bytes, str, a tensor or a JSON-serialisable value") from None
 
 
-def build_responses(results: list[Any], context: Context, final: bool = True) -> list[Response]:
-    """One Response per result, with status/headers/content type from the context."""
+def settle_stream_header(context: Context, idx: int, value: Any) -> None:
+    """TorchServe's rule for a continuous-batching step's answer: ``context.stopping_criteria[idx]``
+    (when the handler set that list) is asked about ``value`` and True/False sets ``ts_stream_next``
+    to false/true (None leaves it as it is); without criteria a ``true`` header becomes ``false``
+    (the answer ends the request, as after send_intermediate_predict_response)."""
+    criteria = context.stopping_criteria
+    if criteria:
+        stop = criteria[idx](value)
+        if stop is not None:
+            context.set_response_header(idx, STREAM_HEADER, "false" if stop else "true")
+    elif context.get_response_headers(idx).get(STREAM_HEADER) == "true":
+        context.set_response_header(idx, STREAM_HEADER, "false")
+
+
+def build_responses(results: list[Any], context: Context, final: bool = True,
+                    continuous: bool = False) -> list[Response]:
+    """One Response per result, with status/headers/content type from the context. ``continuous``:
+    a TorchServe-style continuous-batching step, whose ``ts_stream_next`` follows
+    :func:`settle_stream_header`; otherwise a final answer always ends its request."""
     out: list[Response] = []
     for idx, value in enumerate(results):
         proc = context.request_processor[idx]
+        if continuous:
+            settle_stream_header(context, idx, value)
         headers = proc.get_response_headers()
-        if final and headers.get(STREAM_HEADER) == "true":
+        if final and not continuous and headers.get(STREAM_HEADER) == "true":
             headers[STREAM_HEADER] = "false"
         content_type = ""
         wire_headers: list[tuple[str, str]] = []
@@ -200,8 +219,9 @@ class Service:
         except Exception:  # noqa: BLE001 - the sequence is closed either way
             logger.exception("model %s: end_sequence(%s) failed", self.model_name, sequence_id)
 
-    def predict(self, requests: list[Request]) -> list[Response]:
-        """Run the whole batch through the entry point; never raises for handler errors."""
+    def predict(self, requests: list[Request], continuous: bool = False) -> list[Response]:
+        """Run the whole batch through the entry point; never raises for handler errors.
+        ``continuous``: one step of a TorchServe-style continuous batch (ts/pipeline/step_handler.py)."""
         if not requests:
             return []
         data, ids, processors = decode_batch(requests)
@@ -215,7 +235,7 @@ class Service:
             ms = round((time.perf_counter() - start) * 1000, 2)
             if self.context.metrics is not None:
                 self.context.metrics.add_time(PREDICTION_METRIC, ms)  # as TorchServe's service.py
-            responses = build_responses(results, self.context)
+            responses = build_responses(results, self.context, continuous=continuous)
         except Exception as exc:  # noqa: BLE001 - any handler error fails only this batch
             err = classify_exception(exc, self.model_name)
             return error_responses(requests, err.status, err.message)

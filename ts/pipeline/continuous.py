@@ -97,8 +97,12 @@ class ContinuousPipeline:
             if frame is None:
                 continue  # cancelled: already answered
             if ev.chunk is not None and self.answer:
+                # a chunk keeps its event's status and headers (TorchServe-style handlers set them
+                # on every streamed piece, e.g. the sequence id)
+                extra = [(k, v) for k, v in (getattr(ev, "headers", None) or {}).items() if k != "ts_stream_next"]
                 chunks.setdefault(frame.batch_id, []).append(Response(
-                    ev.request_id, 200, "", ev.content_type, [("ts_stream_next", "true")], bytes(ev.chunk)))
+                    ev.request_id, int(getattr(ev, "status", 200) or 200), getattr(ev, "message", "") or "",
+                    ev.content_type, [("ts_stream_next", "true"), *extra], bytes(ev.chunk)))
             if ev.final is not None:
                 status = int(getattr(ev, "status", 200) or 200)
                 headers = list((getattr(ev, "headers", None) or {}).items())  # e.g. Retry-After on a 503

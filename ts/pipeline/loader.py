@@ -60,15 +60,30 @@ def load_pipeline(req: LoadRequest, metrics_config: str | None, ranks: Any,
 
 def _continuous_pipeline(req: LoadRequest, context: Any, spec: Any, ranks: Any,
                          send: Callable[[bytes], None], answer: bool) -> Any:
-    from ts.pipeline.continuous import ContinuousPipeline, missing_hooks
+    """The handler's own hooks when it has them all; none of them: TorchServe's mode (the frontend
+    re-sends running requests each step, ts/pipeline/step_handler.py); some: refused naming the rest."""
+    from ts.pipeline.continuous import HOOKS, ContinuousPipeline, missing_hooks
 
     if req.preprocess_workers:
         raise LoadError("continuousBatching and preprocessWorkers cannot be combined: the handler's "
                         "steps run the whole request; set preprocessWorkers: 0", 400)
     service = load_service(req, context, spec)
     missing = missing_hooks(service.handler)
-    if missing:
-        raise LoadError(f"continuousBatching: true needs a handler class with {', '.join(missing)}() "
-                        f"(see docs/llm.md, e.g. ts.torch_handler.llm_handler.LLMHandler); "
-                        f"handler {req.handler!r} lacks them", 400)
-    return ContinuousPipeline(service, send, answer)
+    if not missing:
+        logger.info("model %s: continuous batching through the handler's add_request/step hooks", req.model_name)
+        return ContinuousPipeline(service, send, answer)
+    if len(missing) < len(HOOKS):
+        raise LoadError(f"continuousBatching: true needs a handler class with all of add_request(), step(), "
+                        f"has_work() and cancel(), or none of them (TorchServe's way: handle() runs each "
+                        f"step); handler {req.handler!r} lacks {', '.join(h + '()' for h in missing)} "
+                        f"(see docs/llm.md)", 400)
+    if ranks.world_size > 1:  # the frontend feeds rank 0 only: the other ranks would never step
+        raise LoadError(f"continuousBatching with a handler that has none of add_request(), step(), "
+                        f"has_work(), cancel() runs on one rank only, but this worker has "
+                        f"{ranks.world_size} ranks; give handler {req.handler!r} the hooks (rank 0's "
+                        f"step drives the other ranks, see docs/llm.md) or serve it on one rank", 400)
+    from ts.pipeline.step_handler import StepPipeline
+
+    logger.info("model %s: continuous batching TorchServe's way: handle() runs each step with the running "
+                "requests re-sent as cached entries (batchSize %d)", req.model_name, req.batch_size)
+    return StepPipeline(service, send, answer, req.batch_size)

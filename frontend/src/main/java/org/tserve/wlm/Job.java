@@ -127,14 +127,22 @@ public final class Job {
         }
     }
 
-    /** {@code r} with the frontend's answer headers (a stateful model's sequence id) added. */
+    /**
+     * {@code r} with the frontend's answer headers (a stateful model's sequence id) added, unless
+     * the handler set that header itself (TorchServe's stateful handlers echo the sequence id):
+     * the client gets it once.
+     */
     private Response withAnswerHeaders(Response r) {
         List<Header> extra = answerHeaders;
         if (extra.isEmpty()) {
             return r;
         }
         List<Header> hs = new java.util.ArrayList<>(r.headers());
-        hs.addAll(extra);
+        for (Header h : extra) {
+            if (r.headers().stream().noneMatch(x -> x.name().equalsIgnoreCase(h.name()))) {
+                hs.add(h);
+            }
+        }
         return new Response(r.requestId(), r.status(), r.message(), r.contentType(), hs, r.body());
     }
 
