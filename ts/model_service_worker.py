@@ -378,12 +378,14 @@ def main(argv: list[str] | None = None) -> int:
 def remove_multiprocessing_tempdir() -> None:
     """os._exit skips the atexit hook that removes multiprocessing's ``pymp-*`` folder, made when
     this process hands a tensor to the preprocess pool (torch passes its file descriptor through a
-    listener there): remove it here. Costs a mkdtemp when there was none."""
-    util = sys.modules.get("multiprocessing.util")
-    if util is not None:
+    listener there): remove it here. Only one that exists: making one just to remove it would
+    leave it behind when a signal ends the process in between."""
+    process = sys.modules.get("multiprocessing.process")
+    tempdir = process.current_process()._config.get("tempdir") if process is not None else None
+    if tempdir:
         import shutil
 
-        shutil.rmtree(util.get_temp_dir(), ignore_errors=True)
+        shutil.rmtree(tempdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

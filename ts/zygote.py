@@ -157,6 +157,7 @@ class Zygote:
                 os.dup2(src, dst)
                 os.close(src)
             threading.Thread(target=_die_with_launcher, args=(lifeline,), name="lifeline", daemon=True).start()
+            _forget_parents_multiprocessing_tempdir()
             code = run_worker(request)
         except SystemExit as exc:  # argparse and friends: exit as the cold worker would have
             if isinstance(exc.code, int) or exc.code is None:
@@ -167,10 +168,21 @@ class Zygote:
             print(f"zygote child: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         finally:
             try:
+                from ts.model_service_worker import remove_multiprocessing_tempdir
+
+                remove_multiprocessing_tempdir()   # os._exit skips multiprocessing's atexit hook
                 sys.stdout.flush()
                 sys.stderr.flush()
             finally:
                 os._exit(code)
+
+
+def _forget_parents_multiprocessing_tempdir() -> None:
+    """A forked child inherits the zygote's ``pymp-*`` folder name, if it has one: the child makes
+    its own (in its own TMPDIR) and removes only that one when it exits."""
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None:
+        process.current_process()._config.pop("tempdir", None)
 
 
 def _die_with_launcher(lifeline: int) -> None:

@@ -356,7 +356,10 @@ class _TorchrunJob:
 
         self.sock_dir = str(tmp_path)
         self.port = port
-        env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TS_DIST_TIMEOUT_S="60")
+        # the job's own TMPDIR (under tmp_path): what a killed rank leaves there goes with the test
+        (tmp_path / "tmp").mkdir(exist_ok=True)
+        env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TS_DIST_TIMEOUT_S="60",
+                   TMPDIR=str(tmp_path / "tmp"))
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
                "--max-restarts", str(max_restarts), "--log-dir", str(tmp_path / "tlogs"), "--tee", "3",
