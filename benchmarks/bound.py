@@ -95,6 +95,10 @@ def combined_rps(frontend: dict[str, float], bare_worker_cpu_us: float, cores: i
     return cores * 1e6 / per_req_us
 
 
+# the servers this scenario measures, in its table's order (tserve-quiet: TorchServe-quiet's logging)
+KINDS = ("tserve", "tserve-quiet", "torchserve-quiet")
+
+
 def run(kinds: list[ServerKind], stores: dict[str, Path], duration_s: float, rounds: int = 3
         ) -> dict[str, Any]:
     if not wrk.available():
@@ -167,6 +171,9 @@ def summarize(per_round: list[dict[str, Any]], names: list[str]) -> dict[str, An
                                              / r[name]["server_cpu_us_per_req"] for r in per_round])}
     if "tserve" in names and "torchserve-quiet" in names:
         out["tserve_vs_torchserve"] = med([r["tserve"]["rps"] / r["torchserve-quiet"]["rps"] for r in per_round])
+    if "tserve-quiet" in names and "torchserve-quiet" in names:
+        out["tserve_quiet_vs_torchserve"] = med([r["tserve-quiet"]["rps"] / r["torchserve-quiet"]["rps"]
+                                                 for r in per_round])
     return out
 
 
@@ -181,12 +188,15 @@ def render(bound: dict[str, Any]) -> list[str]:
              f"bare loop {bound['bare_loop_cpu_us']:.1f} µs/req, combined bound {bound['combined_rps']:.0f} req/s.",
              "", "| server | req/s | server CPU µs/req | of combined bound | of frontend bound | "
              "bound's CPU / server's CPU per request |", "|---|---|---|---|---|---|"]
-    for name in ("tserve", "torchserve-quiet"):
+    for name in KINDS:
         s = bound.get(name)
         if s:
             lines.append(f"| {name} | {s['rps']:.0f} | {s['server_cpu_us_per_req']} | {s['of_combined']} | "
                          f"{s['of_frontend_bound']} | {s['bound_cpu_share']} |")
     if "tserve_vs_torchserve" in bound:
         lines.append(f"\ntserve / TorchServe in the same rounds: {bound['tserve_vs_torchserve']}")
+    if "tserve_quiet_vs_torchserve" in bound:
+        lines.append(f"\ntserve-quiet / TorchServe (both with TorchServe-quiet's log4j2.xml) in the same rounds: "
+                     f"{bound['tserve_quiet_vs_torchserve']}")
     lines.append("")
     return lines

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== echo and mlp, interleaved across {', '.join(chosen)}", flush=True)
         try:
             steady = scenarios.steady_state([kinds[n] for n in chosen], stores, st,
-                                            wrk_kinds=("tserve", "torchserve-quiet"))
+                                            wrk_kinds=("tserve", "tserve-quiet", "torchserve-quiet"))
             for name, res in steady.items():
                 results["servers"][name].update(res)
         except (servers.ServerError, loadgen.LoadError) as exc:
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         print("== bound: frontend bound (Netty alone), bare worker loop, tserve and TorchServe, wrk echo b8 "
               "c32, in rounds", flush=True)
         try:
-            results["bound"] = bound.run([kinds[n] for n in chosen if n in ("tserve", "torchserve-quiet")],
+            results["bound"] = bound.run([kinds[n] for n in chosen if n in bound.KINDS],
                                          stores, st.duration_s)
         except (servers.ServerError, RuntimeError) as exc:
             print(f"  FAILED: {exc}", flush=True)

@@ -156,6 +156,10 @@ def kinds() -> dict[str, ServerKind]:
     return {
         "tserve": ServerKind("tserve", tserve_cli,
                              env={"PYTHONPATH": tserve_path}, drop_env=("TS_CONFIG_FILE",)),
+        # tserve with TorchServe-quiet's own log4j2.xml (no access or metric lines): the same logging
+        # as the peer it is compared with, so the request path is compared and not the log lines.
+        "tserve-quiet": ServerKind("tserve-quiet", tserve_cli, env={"PYTHONPATH": tserve_path},
+                                   drop_env=("TS_CONFIG_FILE",), extra_args=["--log-config", str(quiet)]),
         # The JVM flags docs/benchmarks.md suggests for the launcher's defaults (vmargs key).
         "tserve-tuned": ServerKind("tserve-tuned", tserve_cli, env={"PYTHONPATH": tserve_path},
                                    drop_env=("TS_CONFIG_FILE",),

@@ -34,6 +34,21 @@ def test_summary_takes_medians_of_the_rounds_and_of_their_fractions() -> None:
     assert "| tserve | 10 | 50.0 | 0.8 | 0.4 | 0.5 |" in "\n".join(bound.render(out))
 
 
+def test_tserve_with_torchserves_quiet_logging_gets_its_own_row_and_ratio() -> None:
+    def rnd(ts_quiet: float, peer: float) -> dict:
+        return {"frontend_bound": {"rps": 40, "server_cpu_us_per_req": 20.0}, "bare_loop": {"worker_cpu_us_per_req": 5.0},
+                "combined_rps": 20, "tserve-quiet": {"rps": ts_quiet, "server_cpu_us_per_req": 25.0},
+                "torchserve-quiet": {"rps": peer, "server_cpu_us_per_req": 100.0}}
+
+    out = bound.summarize([rnd(12, 4), rnd(10, 2), rnd(9, 3)], ["tserve-quiet", "torchserve-quiet"])
+    assert out["tserve_quiet_vs_torchserve"] == 3.0  # median of 3, 5, 3
+    assert "tserve_vs_torchserve" not in out
+    text = "\n".join(bound.render(out))
+    assert "| tserve-quiet | 10 | 25.0 | 0.5 | 0.25 | 1.0 |" in text
+    assert "tserve-quiet / TorchServe (both with TorchServe-quiet's log4j2.xml) in the same rounds: 3.0" in text
+    assert "tserve-quiet" in servers.kinds() and "--log-config" in servers.kinds()["tserve-quiet"].extra_args
+
+
 @pytest.mark.slow
 def test_the_frontend_bound_server_answers_a_post_with_its_fixed_body(tmp_path, monkeypatch) -> None:
     if not JAR.is_file():
