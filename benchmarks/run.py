@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== echo and mlp, interleaved across {', '.join(chosen)}", flush=True)
         try:
             steady = scenarios.steady_state([kinds[n] for n in chosen], stores, st,
-                                            wrk_kinds=("tserve", "tserve-quiet", "torchserve-quiet"))
+                                            wrk_kinds=("tserve", "tserve-quiet", "tserve-base", "torchserve-quiet"))
             for name, res in steady.items():
                 results["servers"][name].update(res)
         except (servers.ServerError, loadgen.LoadError) as exc:

@@ -167,10 +167,25 @@ def kinds() -> dict[str, ServerKind]:
         # Workers started cold (no zygote): what warm starts change, measured side by side.
         "tserve-cold": ServerKind("tserve-cold", tserve_cli, env={"PYTHONPATH": tserve_path},
                                   drop_env=("TS_CONFIG_FILE",), extra_config={"warm_worker_start": "false"}),
+        **_base_tree_kind(tserve_cli),
         "torchserve": ServerKind("torchserve", ts_bin, drop_env=drop),
         "torchserve-quiet": ServerKind("torchserve-quiet", ts_bin, drop_env=drop,
                                        extra_args=["--log-config", str(quiet)]),
     }
+
+
+def _base_tree_kind(tserve_cli: Path) -> dict[str, ServerKind]:
+    """``tserve-base``: tserve from another checkout (``TSERVE_BASE_TREE``, its jar built), for a
+    same-run A/B of two trees: ``--servers tserve,tserve-base,...``. Absent without the variable."""
+    tree = os.environ.get("TSERVE_BASE_TREE")
+    if not tree:
+        return {}
+    base = Path(tree).resolve()
+    if not (base / "ts" / "frontend" / "tserve-frontend.jar").is_file():
+        raise ServerError(f"TSERVE_BASE_TREE={base}: no ts/frontend/tserve-frontend.jar there; build it first "
+                          "(gradle --offline --no-daemon -q packageJar in that tree)")
+    return {"tserve-base": ServerKind("tserve-base", tserve_cli, env={"PYTHONPATH": f"{base}:{base / 'model-archiver'}"},
+                                      drop_env=("TS_CONFIG_FILE",))}
 
 
 def stop_tree(proc: subprocess.Popen, tree: list[procstat.ProcInfo], term: list[int],

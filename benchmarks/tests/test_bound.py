@@ -57,3 +57,15 @@ def test_the_frontend_bound_server_answers_a_post_with_its_fixed_body(tmp_path, 
     with bound.BoundServer(JAR) as srv:
         status, body = servers.http_request(srv.port, "POST", bound.PATH, b"hello", timeout=10)
     assert (status, body) == (200, b"x")
+
+
+def test_a_base_tree_kind_runs_another_checkout_for_a_same_run_ab(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("TSERVE_BASE_TREE", raising=False)
+    assert "tserve-base" not in servers.kinds()
+    monkeypatch.setenv("TSERVE_BASE_TREE", str(tmp_path))
+    with pytest.raises(servers.ServerError, match="no ts/frontend/tserve-frontend.jar there; build it first"):
+        servers.kinds()
+    (tmp_path / "ts" / "frontend").mkdir(parents=True)
+    (tmp_path / "ts" / "frontend" / "tserve-frontend.jar").write_bytes(b"PK")
+    kind = servers.kinds()["tserve-base"]
+    assert kind.env["PYTHONPATH"] == f"{tmp_path}:{tmp_path / 'model-archiver'}"
