@@ -4,9 +4,11 @@ The handler is a model-free counter (handlers/counting_stream_handler.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -49,15 +51,19 @@ def test_streams_every_token_then_the_final_answer(server: harness.Server) -> No
     assert len(pieces) >= 2, "tokens come as separate chunks, not one body"
 
 
-def test_a_request_joins_the_running_batch_and_leaves_before_it(server: harness.Server) -> None:
-    long = stream(server, "cb4", {"n": 150, "step_ms": 20})
-    tokens = long.iter_content(chunk_size=None)
-    assert next(tokens).startswith(b"t0")  # the long sequence is running
+@contextlib.contextmanager
+def long_request_running(server: harness.Server, model: str, body: dict) -> Iterator[threading.Event]:
+    """Starts a streaming request and waits for its first chunk (it is running), then reads the
+    rest on a thread; yields an Event set once its whole answer has arrived. On exit the reading
+    stops and the connection closes."""
+    long = stream(server, model, body)
+    chunks = long.iter_content(chunk_size=None)
+    assert next(chunks).startswith(b"t0")
     done = threading.Event()
     stop = threading.Event()
 
     def read_rest() -> None:
-        for _ in tokens:
+        for _ in chunks:
             if stop.is_set():
                 break
         else:
@@ -66,13 +72,20 @@ def test_a_request_joins_the_running_batch_and_leaves_before_it(server: harness.
 
     reader = threading.Thread(target=read_rest, daemon=True)
     reader.start()
-    short = stream(server, "cb4", {"n": 3, "step_ms": 20})
-    body = b"".join(short.iter_content(chunk_size=None)).decode()
-    assert not done.is_set(), "the short request waited for the long one to finish"
+    try:
+        yield done
+    finally:
+        stop.set()
+        reader.join(timeout=60)
+
+
+def test_a_request_joins_the_running_batch_and_leaves_before_it(server: harness.Server) -> None:
+    with long_request_running(server, "cb4", {"n": 150, "step_ms": 20}) as long_done:
+        short = stream(server, "cb4", {"n": 3, "step_ms": 20})
+        body = b"".join(short.iter_content(chunk_size=None)).decode()
+        assert not long_done.is_set(), "the short request waited for the long one to finish"
     assert body.startswith("t0 t1 t2 ")
     assert json.loads(body[len("t0 t1 t2 "):]) == {"tokens": 3, "sharedSteps": 3}
-    stop.set()
-    reader.join(timeout=60)
 
 
 def test_a_client_that_disconnects_frees_its_slot(server: harness.Server) -> None:

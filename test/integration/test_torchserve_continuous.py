@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from test_continuous_batching import stream
+from test_continuous_batching import long_request_running, stream
 
 import harness
 
@@ -65,28 +65,11 @@ def test_the_worker_log_says_which_way_it_batches(server: harness.Server) -> Non
 
 
 def test_a_request_joins_the_running_batch_between_steps(server: harness.Server) -> None:
-    long = stream(server, "gen4", {"n": 150, "step_ms": 20})
-    chunks = long.iter_content(chunk_size=None)
-    assert next(chunks).startswith(b"t0")  # the long request is running
-    done = threading.Event()
-    stop = threading.Event()
-
-    def read_rest() -> None:
-        for _ in chunks:
-            if stop.is_set():
-                break
-        else:
-            done.set()
-        long.close()
-
-    reader = threading.Thread(target=read_rest, daemon=True)
-    reader.start()
-    tokens, summary = tokens_then_summary(stream(server, "gen4", {"n": 3, "step_ms": 20}))
-    assert not done.is_set(), "the short request waited for the long one to finish"
+    with long_request_running(server, "gen4", {"n": 150, "step_ms": 20}) as long_done:
+        tokens, summary = tokens_then_summary(stream(server, "gen4", {"n": 3, "step_ms": 20}))
+        assert not long_done.is_set(), "the short request waited for the long one to finish"
     assert tokens == ["t0", "t1", "t2"]
     assert summary["joined_step"] > 1 and min(summary["batch_sizes"]) == 2, summary
-    stop.set()
-    reader.join(timeout=60)
 
 
 def test_batch_size_bounds_running_plus_new_and_the_rest_wait(server: harness.Server) -> None:
