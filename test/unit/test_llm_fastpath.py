@@ -12,17 +12,12 @@ from __future__ import annotations
 import pytest
 import torch
 from llm_support import model_fixture, one_thread_fixture, reference, run, tok_fixture, tokens  # noqa: F401 - fixtures
+from test_llm_engine import PROMPTS as ENGINE_PROMPTS
 
 from ts.llm.engine import GenerationEngine, SamplingParams
 from ts.llm.fastpath import choose_forward
 
-PROMPTS = [
-    "Hello",
-    "The quick brown fox jumps over the lazy dog and then",
-    "a",
-    "Once upon a time there was a little robot who loved to count stars",
-    "count: one, two",
-]
+PROMPTS = ENGINE_PROMPTS[:5]  # the engine tests' mixed lengths, without the non-ASCII ones
 LONG = ("Streaming sends every token to the client as soon as it is produced. The cache keeps the keys "
         "and values of earlier tokens, so that each step computes attention for the newest token only.")
 
