@@ -138,6 +138,22 @@ def _recv_frame(sock: socket.socket) -> None:
         pass
 
 
+def _connect(path: str, proc: _BareLoop | _TserveWorker, worker: str) -> socket.socket:
+    """The worker's socket once it listens: the file exists from its bind, a moment before its
+    listen, and a connect in between is refused."""
+    deadline = time.monotonic() + 60
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+            return sock
+        except (FileNotFoundError, ConnectionRefusedError):
+            sock.close()
+            if time.monotonic() > deadline or not proc.alive():
+                raise RuntimeError(f"limit worker ({worker}) did not start") from None
+            time.sleep(0.005)
+
+
 def run_limit(batch_size: int = 1, inflight: int = 1, duration_s: float = 3.0,
               worker: str = "bare") -> LimitResult:
     """Drive ``worker`` ("bare": the inline codec loop; "tserve": tserve's worker with the echo
@@ -148,13 +164,7 @@ def run_limit(batch_size: int = 1, inflight: int = 1, duration_s: float = 3.0,
     proc = _BareLoop(tmp) if worker == "bare" else _TserveWorker(tmp)
     path = proc.path
     try:
-        deadline = time.monotonic() + 60
-        while not os.path.exists(path):
-            if time.monotonic() > deadline or not proc.alive():
-                raise RuntimeError(f"limit worker ({worker}) did not start")
-            time.sleep(0.005)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(path)
+        sock = _connect(path, proc, worker)
         proc.loaded(sock)
         frames = []
         for i in range(inflight):

@@ -17,8 +17,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from ts.protocol import codec
 from ts.protocol.codec import Frame, FrameType
@@ -38,6 +37,7 @@ class FrameSource:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._busy_since: float | None = None
+        self._busy = _Busy(self)
         self._closed = False
         threading.Thread(target=self._watch, name="frame-watcher", daemon=True).start()
 
@@ -76,14 +76,11 @@ class FrameSource:
         finally:
             self._read_lock.release()
 
-    @contextmanager
-    def busy(self) -> Iterator[None]:
-        """Marks the main thread as handling a frame (the watcher steps in if it takes long)."""
-        self._busy_since = time.monotonic()
-        try:
-            yield
-        finally:
-            self._busy_since = None
+    def busy(self) -> _Busy:
+        """Marks the main thread as handling a frame (the watcher steps in if it takes long):
+        ``with source.busy(): ...``. One reusable object, not a generator per frame: this runs
+        for every batch."""
+        return self._busy
 
     def close(self) -> None:
         self._closed = True
@@ -129,3 +126,18 @@ class FrameSource:
                 pass
         except BlockingIOError:
             pass
+
+
+class _Busy:
+    """``FrameSource.busy()``'s context: sets and clears the source's busy mark."""
+
+    __slots__ = ("_source",)
+
+    def __init__(self, source: FrameSource) -> None:
+        self._source = source
+
+    def __enter__(self) -> None:
+        self._source._busy_since = time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        self._source._busy_since = None

@@ -229,7 +229,8 @@ class Service:
         start = time.perf_counter()
         try:
             ret = self.entry(data, self.context)
-            if inspect.isawaitable(ret):  # TorchServe's async handlers (async def handle)
+            # TorchServe's async handlers (async def handle); a list is the common answer, checked first
+            if not isinstance(ret, (list, tuple)) and inspect.isawaitable(ret):
                 ret = self._event_loop().run_until_complete(ret)
             results = check_results(ret, len(requests))
             ms = round((time.perf_counter() - start) * 1000, 2)

@@ -86,6 +86,18 @@ def test_metrics_api_records_with_default_dimensions():
     assert m.drain() == []
 
 
+def test_default_dimensions_follow_the_model_name():
+    """add_metric keeps the default dimensions between calls; a renamed model gets its own."""
+    m = make_context().metrics
+    m.add_time("Lat", 1.0)
+    m.model_name = "renamed"
+    m.add_time("Lat", 2.0)
+    m.add_time("Lat", 3.0, dimensions=[Dimension("Level", "Host")])
+    dims = [r["dimensions"] for r in m.drain()]
+    assert dims == [{"ModelName": "m", "Level": "Model"}, {"ModelName": "renamed", "Level": "Model"},
+                    {"Level": "Host", "ModelName": "renamed"}]
+
+
 def test_metric_objects_from_cache():
     ctx = make_context()
     metric = ctx.metrics.add_metric_to_cache("Q", "ms", ["ModelName", "Stage"], MetricTypes.GAUGE)

@@ -22,6 +22,7 @@ class MetricCacheAbstract:
         self.cache: dict[tuple[str, str], Metric] = {}
         self._records: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._default_dims: tuple[str | None, list[str], list[str]] | None = None
 
     # --------------------------------------------------------------- record sink
     def _emit(self, record: dict[str, Any]) -> None:
@@ -66,6 +67,13 @@ class MetricCacheAbstract:
             return ",".join(str(v) for v in req.values())
         return "" if req is None else str(req)
 
+    def _model_dims(self) -> tuple[list[str], list[str]]:
+        """Names and values of ``_with_default_dims(None)``, made again only if the model's name changes."""
+        if self._default_dims is None or self._default_dims[0] != self.model_name:
+            dims = self._with_default_dims(None)
+            self._default_dims = (self.model_name, [d.name for d in dims], [d.value for d in dims])
+        return self._default_dims[1], self._default_dims[2]
+
     def _with_default_dims(self, dimensions: list[Dimension] | None, level: str = "Model") -> list[Dimension]:
         dims = list(dimensions or [])
         names = {d.name for d in dims}
@@ -79,9 +87,13 @@ class MetricCacheAbstract:
     def add_metric(self, name: str, value: int | float, unit: str, idx: int | None = None,
                    dimensions: list[Dimension] | None = None,
                    metric_type: MetricTypes = MetricTypes.COUNTER) -> None:
-        dims = self._with_default_dims(dimensions)
-        metric = self.add_metric_to_cache(name, unit, [d.name for d in dims], metric_type)
-        metric.add_or_update(value, [d.value for d in dims], self._get_req(idx))
+        if dimensions is None:  # the common call (PredictionTime on every batch): names and values kept
+            names, values = self._model_dims()
+        else:
+            dims = self._with_default_dims(dimensions)
+            names, values = [d.name for d in dims], [d.value for d in dims]
+        metric = self.add_metric_to_cache(name, unit, names, metric_type)
+        metric.add_or_update(value, values, self._get_req(idx))
 
     def add_counter(self, name: str, value: int | float, idx: int | None = None,
                     dimensions: list[Dimension] | None = None) -> None:

@@ -39,6 +39,7 @@ _TYPE_CODES = frozenset(int(t) for t in FrameType)
 JSON_TYPES = frozenset(
     {FrameType.LOAD, FrameType.LOADED, FrameType.PONG, FrameType.METRICS, FrameType.ERROR}
 )
+_BY_CODE = {int(t): t for t in FrameType}
 EMPTY_TYPES = frozenset({FrameType.PING, FrameType.STOP})
 RESPONSE_TYPES = frozenset({FrameType.RESULT, FrameType.CHUNK})
 # body: UTF-8 text (CANCEL: the request id; SEQUENCE_END: the sequence id)
@@ -84,10 +85,9 @@ def parse_header(header: bytes, max_length: int = WORKER_MAX_FRAME) -> tuple[int
         raise ProtocolError(f"frame length {length} is smaller than the 5-byte minimum")
     if length > max_length:
         raise ProtocolError(f"frame of {length} bytes exceeds the limit of {max_length} bytes")
-    try:
-        frame_type = FrameType(type_code)
-    except ValueError:
-        raise ProtocolError(f"unknown frame type 0x{type_code:02X}") from None
+    frame_type = _BY_CODE.get(type_code)  # a dict, not FrameType(code): this runs for every frame
+    if frame_type is None:
+        raise ProtocolError(f"unknown frame type 0x{type_code:02X}")
     return length, frame_type, batch_id
 
 
@@ -104,9 +104,13 @@ def decode_frame(data: bytes, max_length: int = WORKER_MAX_FRAME) -> Frame:
 # ---------------------------------------------------------------------------- json bodies
 
 
+# json.dumps with options builds a new encoder per call; a METRICS frame goes with every sampled batch
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def encode_json_body(obj: Any) -> bytes:
     """Compact UTF-8 JSON (separators ``,``/``:``, non-ASCII kept as UTF-8)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _JSON.encode(obj).encode("utf-8")
 
 
 def decode_json_body(body: bytes, what: str = "json body") -> Any:

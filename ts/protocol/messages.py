@@ -221,20 +221,35 @@ def _decode_batch_checked(body: bytes) -> list[Request]:
 
 
 def encode_responses(responses: list[Response]) -> bytes:
-    """RESULT / CHUNK body."""
-    w = _Writer()
-    w.u32(len(responses))
+    """RESULT / CHUNK body. Every batch's answer: the fields are packed inline (``_Writer``'s
+    layout, without a method call per field)."""
+    pack = _U32.pack
+    chunks: list[bytes] = [pack(len(responses))]
+    add = chunks.append
     for resp in responses:
-        w.str(resp.request_id)
-        w.u32(resp.status)
-        w.str(resp.message)
-        w.str(resp.content_type)
-        w.u32(len(resp.headers))
+        if not 0 <= resp.status <= _U32_MAX:
+            raise ProtocolError(f"value {resp.status} does not fit in u32")
+        data = resp.request_id.encode("utf-8")
+        add(pack(len(data)))
+        add(data)
+        add(pack(resp.status))
+        data = resp.message.encode("utf-8")
+        add(pack(len(data)))
+        add(data)
+        data = resp.content_type.encode("utf-8")
+        add(pack(len(data)))
+        add(data)
+        add(pack(len(resp.headers)))
         for name, value in resp.headers:
-            w.str(name)
-            w.str(value)
-        w.raw(resp.body)
-    return w.getvalue()
+            data = name.encode("utf-8")
+            add(pack(len(data)))
+            add(data)
+            data = value.encode("utf-8")
+            add(pack(len(data)))
+            add(data)
+        add(pack(len(resp.body) & _U32_MAX))
+        add(resp.body)
+    return b"".join(chunks)
 
 
 def decode_responses(body: bytes) -> list[Response]:
