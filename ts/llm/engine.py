@@ -218,11 +218,12 @@ class GenerationEngine:
         """The running batch's decode tokens and the scheduled prompt tokens in ONE fast forward
         (the weights read once per step instead of twice: ``fastpath/parts.py``), then the decode
         rows sample and the prefilled prompts their first tokens. Time is split by what is
-        measured to be one side's alone: the prompts' attention (timed in the forward) and the
+        measured to be one side's alone: the prompt tokens' matmuls and attention (timed in the
+        forward, which runs them right after the decode rows' on the same weights) and the
         prefilled sequences' first tokens (sampling, joining the batch cache) count as prefill,
-        and so does a step with no decode rows; everything shared -- the linear layers, norms
-        and rotary over all the step's tokens, the prompts' share included -- counts as decode
-        (conservative for the decode rate)."""
+        and so does a step with no decode rows; the rest -- the decode rows' matmuls and
+        attention, the norms and rotary over all the step's tokens, the mask -- counts as
+        decode (conservative for the decode rate)."""
         started = time.perf_counter()
         running = len(self._running)
         # rows that end by length this step free their slots for this step's prompts
@@ -256,10 +257,10 @@ class GenerationEngine:
             self._chunk_done(chunk[0], chunk[1], logits[running:running + 1], stats, updates)
         if group:
             self._first_tokens(group, logits[running + (chunk is not None):], own, stats, updates)
-        if running:  # the prompts' own attention was timed inside the shared forward
-            prompts_attention = sum(p.attend_s for p in parts[1:])
-            stats.decode_s = decoded - started - prompts_attention
-            stats.prefill_s = time.perf_counter() - decoded + prompts_attention
+        if running:  # the prompts' own matmuls and attention were timed inside the forward
+            prompts_s = self._fast_forward.rest_s
+            stats.decode_s = decoded - started - prompts_s
+            stats.prefill_s = time.perf_counter() - decoded + prompts_s
         else:
             stats.prefill_s = time.perf_counter() - started
 

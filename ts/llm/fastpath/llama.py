@@ -162,6 +162,7 @@ class LlamaFastForward:
         half = self.head_dim // 2
         # (max_positions, head_dim); the sine's first half negated for _rotate
         self.cos, self.sin = cos[0], torch.cat((-sin[0, :, :half], sin[0, :, half:]), dim=-1)
+        self.rest_s = 0.0  # the last forward's measured time of its parts after the first (forward)
 
     def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: Any,
                  last: list[int] | None = None) -> torch.Tensor:
@@ -184,8 +185,15 @@ class LlamaFastForward:
 
     def forward(self, parts: list[Part]) -> torch.Tensor:
         """The parts' tokens through the model in one pass (``parts.py``): the logits ``(rows,
-        vocab)`` of each part's sampled tokens, part after part. With several parts, each part's
-        own attention time (its only work not shared with the others) adds up in ``attend_s``."""
+        vocab)`` of each part's sampled tokens, part after part.
+
+        With several parts, the first part's rows (the engine's decode rows) and the other
+        parts' rows (the step's prompt tokens) run each linear layer as two matmuls, one right
+        after the other on the same weights: the same bits as one matmul over all rows, and the
+        other parts' share of the step is measured rather than guessed -- their matmuls and their
+        attention add up in ``rest_s`` (seconds; everything else, norms, rotary and the first
+        part's work, is left out of it)."""
+        self.rest_s = 0.0
         ids = torch.cat([p.ids for p in parts]) if len(parts) > 1 else parts[0].ids
         positions = torch.cat([p.positions for p in parts]) if len(parts) > 1 else parts[0].positions
         bounds, start = [], 0
@@ -196,37 +204,57 @@ class LlamaFastForward:
         def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             if len(parts) == 1:
                 return parts[0].attend(self, layer, q, k, v)
-            outs = []
-            for p, (a, b) in zip(parts, bounds, strict=True):
-                started = time.perf_counter()
+            outs = [parts[0].attend(self, layer, q[:, :, :bounds[0][1]], k[:, :, :bounds[0][1]],
+                                    v[:, :, :bounds[0][1]])]
+            started = time.perf_counter()
+            for p, (a, b) in zip(parts[1:], bounds[1:], strict=True):
                 outs.append(p.attend(self, layer, q[:, :, a:b], k[:, :, a:b], v[:, :, a:b]))
-                p.attend_s += time.perf_counter() - started
+            self.rest_s += time.perf_counter() - started
             return torch.cat(outs)
 
-        h = self._layers(ids, positions, attend)
+        h = self._layers(ids, positions, attend, bounds[0][1] if len(parts) > 1 else None)
         sampled = [p.sampled + a for p, (a, _) in zip(parts, bounds, strict=True)]
         return self._logits(h[torch.cat(sampled) if len(sampled) > 1 else sampled[0]])
 
-    def _layers(self, ids: torch.Tensor, positions: torch.Tensor, attend: Any) -> torch.Tensor:
+    def _linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                split: int | None) -> torch.Tensor:
+        """``F.linear``; with ``split``, rows ``[:split]`` and ``[split:]`` as two matmuls into one
+        output (``mm``/``addmm``, what ``F.linear`` runs on each alone: the same bits), the second
+        timed into ``rest_s``."""
+        if split is None:
+            return F.linear(x, weight, bias)
+        out = x.new_empty(x.shape[0], weight.shape[0])
+        if bias is None:
+            torch.mm(x[:split], weight.t(), out=out[:split])
+            started = time.perf_counter()
+            torch.mm(x[split:], weight.t(), out=out[split:])
+        else:
+            torch.addmm(bias, x[:split], weight.t(), out=out[:split])
+            started = time.perf_counter()
+            torch.addmm(bias, x[split:], weight.t(), out=out[split:])
+        self.rest_s += time.perf_counter() - started
+        return out
+
+    def _layers(self, ids: torch.Tensor, positions: torch.Tensor, attend: Any, split: int | None) -> torch.Tensor:
         """The decoder layers over ``n`` packed tokens at ``positions``; ``attend(layer, q, k, v)``
         (``(1, heads, n, dim)`` queries, ``(1, kv_heads, n, dim)`` keys/values) caches the new
-        keys/values and returns the attention output ``(n, heads * dim)``. The last hidden states
-        ``(n, hidden)``."""
+        keys/values and returns the attention output ``(n, heads * dim)``; ``split``: see
+        ``_linear``. The last hidden states ``(n, hidden)``."""
         n = ids.shape[0]
         cos, sin = self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)  # (n, 1, dim)
         h = F.embedding(ids, self.embed)
         for i, layer in enumerate(self.layers):
             x = _rms_norm(h, layer.ln1, layer.eps1)
-            qkv = F.linear(x, layer.qkv_w, layer.qkv_b)
+            qkv = self._linear(x, layer.qkv_w, layer.qkv_b, split)
             # q and k side by side: one rotary for both heads' sets
             qk = _rotate(qkv[:, :self.q_size + self.kv_size].view(n, self.heads + self.kv_heads, -1), cos, sin)
             q, k = qk[:, :self.heads].transpose(0, 1).unsqueeze(0), qk[:, self.heads:].transpose(0, 1).unsqueeze(0)
             v = qkv[:, self.q_size + self.kv_size:].view(n, self.kv_heads, self.head_dim).transpose(0, 1).unsqueeze(0)
-            h = h + F.linear(attend(i, q, k, v), layer.o_w, layer.o_b)
+            h = h + self._linear(attend(i, q, k, v), layer.o_w, layer.o_b, split)
             x = _rms_norm(h, layer.ln2, layer.eps2)
-            gate_up = F.linear(x, layer.gate_up_w, layer.gate_up_b)
+            gate_up = self._linear(x, layer.gate_up_w, layer.gate_up_b, split)
             x = self.act(gate_up[:, :self.intermediate]) * gate_up[:, self.intermediate:]
-            h = h + F.linear(x, layer.down_w, layer.down_b)
+            h = h + self._linear(x, layer.down_w, layer.down_b, split)
         return h
 
     def _logits(self, h: torch.Tensor) -> torch.Tensor:

@@ -1,10 +1,10 @@
 """The token groups one fast forward can carry together, each with its own attention.
 
-A forward's cost on a small model on CPU is mostly reading the weights: one forward over the
-running batch's decode tokens and a prefill's prompt tokens together reads them once, where a
-decode forward followed by a prefill forward reads them twice. So the fast forward
-(``llama.py``) runs the linear layers, norms and rotary over every part's tokens as one packed
-row, and hands each part its slice of the queries/keys/values for attention:
+A decode forward followed by a prefill forward pays every per-forward cost twice (the Python
+and framework work of each op, the weights read from memory); the fast forward (``llama.py``)
+runs the embedding, norms and rotary over every part's tokens as one packed row, each linear
+layer's matmuls for the first part's rows and then the others' back to back on the same weights,
+and hands each part its slice of the queries/keys/values for attention:
 
 * ``DecodeRows``: one token per ``BatchCache`` row, written in place at the row's own column,
   attending to that row's cached tokens;
@@ -42,7 +42,6 @@ class Part(Protocol):
     ids: torch.Tensor        # (n,) token ids
     positions: torch.Tensor  # (n,) their positions in their sequences
     sampled: torch.Tensor    # indices (into the n tokens) whose logits the forward returns
-    attend_s: float          # seconds in attend (measured by the forward when it carries several parts)
 
     def attend(self, fwd: Attention, layer: int, q: torch.Tensor, k: torch.Tensor,
                v: torch.Tensor) -> torch.Tensor: ...
@@ -53,7 +52,6 @@ class DecodeRows:
     (the engine calls ``batch.begin_step()`` before the forward and ``end_step()`` after)."""
 
     def __init__(self, ids: torch.Tensor, batch: BatchCache) -> None:
-        self.attend_s = 0.0
         assert batch.columns is not None
         self.ids, self.batch = ids, batch
         self.positions = batch.columns
@@ -80,7 +78,6 @@ class PromptChunk:
     ``cache`` (a ``DynamicCache``; empty for a first chunk)."""
 
     def __init__(self, ids: torch.Tensor, start: int, cache: Any) -> None:
-        self.attend_s = 0.0
         n = ids.shape[0]
         self.ids, self.cache = ids, cache
         self.positions = torch.arange(start, start + n, device=ids.device)
@@ -97,7 +94,6 @@ class PackedPrompts:
     """Whole prompts (``prompts[i]`` a list of ids) prefilled together into a new ``cache``."""
 
     def __init__(self, prompts: list[list[int]], cache: Any, device: torch.device) -> None:
-        self.attend_s = 0.0
         lengths = torch.tensor([len(p) for p in prompts], device=device)
         self.rows, self.width = len(prompts), int(lengths.max())
         self.cache = cache
