@@ -137,7 +137,7 @@ class LlamaFastForward:
     contract, for the models ``unsupported_reason`` accepts."""
 
     def __init__(self, model: Any) -> None:
-        from transformers.activations import ACT2FN
+        from transformers.activations import ACT2FN, SiLUActivation
 
         config = model.config
         inner = model.model
@@ -149,7 +149,9 @@ class LlamaFastForward:
         self.groups = self.heads // self.kv_heads
         self.q_size = self.heads * self.head_dim
         self.kv_size = self.kv_heads * self.head_dim
-        self.act = ACT2FN[config.hidden_act]
+        act = ACT2FN[config.hidden_act]
+        # SiLU's module only calls F.silu: the module call cost more than the op on a step's rows
+        self.act = F.silu if type(act) is SiLUActivation else act
         self.embed = inner.embed_tokens.weight
         self.layers = [_Layer(layer) for layer in inner.layers]
         self.norm, self.norm_eps = inner.norm.weight, inner.norm.variance_epsilon
