@@ -13,8 +13,8 @@ each sequence sees exactly its own tokens. A step schedules, within ``max_tokens
   its keys/values are copied into a free row of the batch cache: it decodes from the next step.
 
 On the fast path (``fastpath/``) a step is ONE forward over the decode and prompt tokens
-(``_mixed_step``: the weights read once); on Hugging Face's forward the decode forward runs
-first, then the prefill's (``_separate_step``).
+(``_mixed_step``); on Hugging Face's forward the decode forward runs first, then the prefill's
+(``_separate_step``).
 
 Single-threaded: the caller (the worker's engine loop) calls ``add`` and ``cancel`` between
 ``step`` calls. ``generate_all`` runs a batch to completion. (Past 400 lines: the scheduler and
@@ -216,7 +216,7 @@ class GenerationEngine:
 
     def _mixed_step(self, stats: StepStats, updates: list[SequenceUpdate]) -> None:
         """The running batch's decode tokens and the scheduled prompt tokens in ONE fast forward
-        (the weights read once per step instead of twice: ``fastpath/parts.py``), then the decode
+        (one forward's costs per step instead of two: ``fastpath/parts.py``), then the decode
         rows sample and the prefilled prompts their first tokens. Time is split by what is
         measured to be one side's alone: the prompt tokens' matmuls and attention (timed in the
         forward, which runs them right after the decode rows' on the same weights) and the
