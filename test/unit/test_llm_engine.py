@@ -140,6 +140,30 @@ def test_incremental_text_holds_back_partial_stop_and_utf8(tok):
     assert out + inc.finish() == "abc xy" and not inc.stopped
 
 
+def test_incremental_text_calls_the_rust_decode_only_when_it_is_the_same_call(tok):
+    """A fast tokenizer's decode is its Rust tokenizer's; a class that changes decode keeps its own."""
+    import copy
+
+    from ts.llm.text import backend_decode
+
+    def stream(tokenizer, ids: list[int]) -> str:
+        inc = IncrementalText(tokenizer, [], None)
+        return "".join(inc.push(t) for t in ids) + inc.finish()
+
+    assert backend_decode(tok) is not None
+    ids = tok("naïve model")["input_ids"][1:]
+    assert stream(tok, ids) == tok.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    class Shouting(type(tok)):
+        def decode(self, token_ids, **kwargs):
+            return super().decode(token_ids, **kwargs).upper()
+
+    loud = copy.copy(tok)
+    loud.__class__ = Shouting
+    assert backend_decode(loud) is None
+    assert stream(loud, ids) == "NAÏVE MODEL"
+
+
 def test_context_limit(model, tok):
     ids = tok(" ".join(PROMPTS))["input_ids"]
     engine = GenerationEngine(model, tok, max_context=32)

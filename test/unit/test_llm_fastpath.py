@@ -135,3 +135,87 @@ def test_models_the_fast_forward_cannot_run_exactly_are_named(tok):
     del model.model.layers[1].self_attn.q_norm
     model.model.rotary_emb.rope_type = "dynamic"
     assert unsupported_reason(model) == "rope_type 'dynamic' rescales with the sequence length"
+
+
+def recording_forwards(engine) -> list[list[str]]:
+    """Each fast forward's parts by kind, in the order the engine's steps ran them."""
+    calls: list[list[str]] = []
+    forward = engine._fast_forward.forward
+
+    def record(parts):
+        calls.append([type(p).__name__ for p in parts])
+        return forward(parts)
+
+    engine._fast_forward.forward = record
+    return calls
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_a_step_is_one_forward_over_decode_rows_and_new_prompts(family, tok):
+    """Prompts that arrive while others decode, a long prompt chunked beside them and a cancel:
+    every step is one forward carrying the decode rows and the step's prompt tokens together,
+    and every sequence still gets generate's tokens."""
+    model = build(family, tok)
+    ids = [tok(p)["input_ids"] for p in PROMPTS] + [tok(LONG)["input_ids"]]
+    lengths = [12, 20, 9, 6, 14, 10]
+    refs = [reference(model, x, n) for x, n in zip(ids, lengths, strict=True)]
+    engine = GenerationEngine(model, tok, max_batch_size=4, max_tokens_per_step=20)
+    forwards = recording_forwards(engine)
+    arrivals = {0: [("s0", ids[0], SamplingParams(max_new_tokens=lengths[0])),
+                    ("gone", ids[3], SamplingParams(max_new_tokens=30))],
+                2: [("s5", ids[5], SamplingParams(max_new_tokens=lengths[5])),   # chunked: longer than 20 - 2
+                    ("s1", ids[1], SamplingParams(max_new_tokens=lengths[1]))],
+                4: [(f"s{i}", ids[i], SamplingParams(max_new_tokens=lengths[i])) for i in (2, 3, 4)]}
+    updates, stats = run(engine, arrivals, cancels={6: ["gone"]})
+    for i, ref in enumerate(refs):
+        assert tokens(updates[f"s{i}"]) == ref, f"{family} prompt {i}"
+    assert updates["gone"][-1].finish_reason == "cancelled"
+    assert len(forwards) == sum(1 for s in stats if s.decode_tokens or s.prefill_tokens)  # one per step
+    kinds = {tuple(f) for f in forwards}
+    assert ("DecodeRows", "PromptChunk") in kinds  # the long prompt's chunks beside the decode rows
+    assert ("DecodeRows", "PackedPrompts") in kinds or ("DecodeRows", "PromptChunk", "PackedPrompts") in kinds
+    assert sum(1 for s in stats if s.prefill_tokens and "s5" not in s.prefilled and s.decode_tokens) >= 2
+    for s in stats:
+        assert s.decode_tokens + s.prefill_tokens <= 20
+
+
+def test_a_row_ending_by_length_gives_its_slot_to_a_prompt_in_the_same_step(model, tok):
+    """A sequence whose next token is its last (max_new_tokens) leaves in the step that samples
+    it; a waiting prompt is prefilled in that same step, in the same forward."""
+    ids = [tok(p)["input_ids"] for p in PROMPTS[:2]]
+    engine = GenerationEngine(model, tok, max_batch_size=1, max_tokens_per_step=64)
+    forwards = recording_forwards(engine)
+    updates, stats = run(engine, {0: [("a", ids[0], SamplingParams(max_new_tokens=3)),
+                                      ("b", ids[1], SamplingParams(max_new_tokens=4))]})
+    # step 0 prefills a (first token), step 1 decodes its 2nd, step 2 its 3rd (last) with b's prompt
+    assert [s.prefilled for s in stats[:3]] == [["a"], [], ["b"]]
+    assert forwards[2] == ["DecodeRows", "PackedPrompts"] and stats[2].running == 1
+    assert tokens(updates["a"]) == reference(model, ids[0], 3)
+    assert tokens(updates["b"]) == reference(model, ids[1], 4)
+
+
+def test_a_mixed_steps_time_splits_into_decode_and_the_prompts_own_work(model, tok):
+    """The prompt tokens' matmuls and attention (timed inside the shared forward) and their first
+    tokens count as prefill, the rest of the step as decode; the two add up to no more than the
+    step, and each side's rows of the split matmuls get the bits ``F.linear`` gives them alone."""
+    import time
+
+    ids = [tok(p)["input_ids"] for p in PROMPTS[:2]]
+    engine = GenerationEngine(model, tok, max_batch_size=2, max_tokens_per_step=64)
+    engine.add("a", ids[0], SamplingParams(max_new_tokens=8))
+    engine.step()
+    engine.add("b", ids[1], SamplingParams(max_new_tokens=8))
+    started = time.perf_counter()
+    engine.step()
+    took = time.perf_counter() - started
+    stats = engine.last_step
+    assert stats.decode_tokens == 1 and stats.prefilled == ["b"]
+    prompts_s = engine._fast_forward.rest_s
+    assert prompts_s > 0
+    assert stats.prefill_s > prompts_s and stats.decode_s > 0
+    assert stats.decode_s + stats.prefill_s <= took
+    fast = engine._fast_forward
+    x, w, b = torch.randn(9, 64), torch.randn(96, 64), torch.randn(96)
+    for bias in (None, b):
+        alone = torch.cat([torch.nn.functional.linear(x[:1], w, bias), torch.nn.functional.linear(x[1:], w, bias)])
+        assert torch.equal(fast._linear(x, w, bias, 1), alone)

@@ -254,7 +254,9 @@ def test_failed_step_fails_every_request(handler, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("device lost")
 
-    monkeypatch.setattr(h.engine, "_forward", boom)
+    monkeypatch.setattr(h.engine, "_forward", boom)  # Hugging Face's forward
+    if h.engine._fast_forward is not None:  # the engine's own (its steps run decode and prefill in one)
+        monkeypatch.setattr(h.engine._fast_forward, "forward", boom)
     events = {e.request_id: e for e in h.step()}
     assert events["f1"].status == 500 and "device lost" in events["f1"].message
     assert json.loads(events["f2"].final)["error"]["type"] == "server_error"

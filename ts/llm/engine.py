@@ -2,21 +2,23 @@
 
 The running sequences share one preallocated KV cache (``ts/llm/kvcache.py``), one row each,
 right-padded: every row gets its own position ids and a 2-D attention mask hides the padding, so
-each sequence sees exactly its own tokens. A step:
+each sequence sees exactly its own tokens. A step schedules, within ``max_tokens_per_step``:
 
-1. **decode**: one forward for all running sequences (one token each, written in place into the
-   cache), then each samples its next token; sequences that finish leave the batch (the last row
-   moves into their place);
-2. **prefill** with what is left of the step's token budget (``max_tokens_per_step`` minus the
-   decode tokens), while a slot is free (``max_batch_size`` running or prefilling): first a long
-   prompt already being prefilled in chunks, then waiting prompts, oldest first; the prompts that
-   fit the budget whole run together in one forward, the first that does not is prefilled alone
-   over several steps. A fully prefilled sequence samples its first token and its keys/values
-   are copied into a free row of the batch cache, so it decodes with the others from the next
-   step on.
+* **decode**: every running sequence's next token (written in place into the cache); those that
+  finish leave the batch (the last row moves into their place);
+* **prefill** with the budget left, while a slot is free (``max_batch_size`` running or
+  prefilling): first a long prompt already being prefilled in chunks, then waiting prompts,
+  oldest first; those that fit the budget whole go together, the first that does not is
+  prefilled alone over several steps. A fully prefilled sequence samples its first token and
+  its keys/values are copied into a free row of the batch cache: it decodes from the next step.
+
+On the fast path (``fastpath/``) a step is ONE forward over the decode and prompt tokens
+(``_mixed_step``); on Hugging Face's forward the decode forward runs first, then the prefill's
+(``_separate_step``).
 
 Single-threaded: the caller (the worker's engine loop) calls ``add`` and ``cancel`` between
-``step`` calls. ``generate_all`` runs a batch to completion.
+``step`` calls. ``generate_all`` runs a batch to completion. (Past 400 lines: the scheduler and
+its two kinds of step share the queues' state; a sequence's own rules are in ``sequence.py``.)
 """
 
 from __future__ import annotations
@@ -25,54 +27,20 @@ import inspect
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ts.llm.fastpath import choose_forward
+from ts.llm.fastpath.parts import DecodeRows, PackedPrompts, Part, PromptChunk
 from ts.llm.kvcache import BatchCache
 from ts.llm.params import GenerationResult, LLMRequestError, SamplingParams, SequenceUpdate
-from ts.llm.text import IncrementalText
+from ts.llm.sequence import Sequence, StepStats, sample_tokens
 
 __all__ = ["GenerationEngine", "GenerationResult", "LLMRequestError", "SamplingParams", "SequenceUpdate",
            "StepStats"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class StepStats:
-    """The last step's schedule (for tests, metrics and logs)."""
-
-    decode_tokens: int = 0
-    prefill_tokens: int = 0
-    prefilled: list[str] = field(default_factory=list)  # sequences whose prompt finished prefilling
-    running: int = 0
-    waiting: int = 0
-    decode_s: float = 0.0   # time in the decode forward and its sampling
-    prefill_s: float = 0.0  # time in prefill forwards and their first tokens
-
-
-class _Sequence:
-    __slots__ = ("seq_id", "prompt_ids", "params", "generator", "output_ids", "cache", "prefilled",
-                 "text", "finish_reason")
-
-    def __init__(self, seq_id: str, prompt_ids: list[int], params: SamplingParams, tokenizer: Any) -> None:
-        self.seq_id = seq_id
-        self.prompt_ids = prompt_ids
-        self.params = params
-        self.generator: torch.Generator | None = None
-        self.output_ids: list[int] = []
-        self.cache: Any = None          # own cache while prefilling
-        self.prefilled = 0              # prompt tokens in the cache so far
-        self.text = IncrementalText(tokenizer, prompt_ids, params.stop)
-        self.finish_reason: str | None = None
-
-    @property
-    def cached_len(self) -> int:
-        """Tokens in the KV cache once running: the prompt and every output token but the last."""
-        return len(self.prompt_ids) + len(self.output_ids) - 1
 
 
 class GenerationEngine:
@@ -119,9 +87,9 @@ class GenerationEngine:
         # the forward every step runs: the engine's own for known families, else the model's (fastpath/)
         self._fast_forward, self.forward_path = choose_forward(model, fast_path)
         self.device = next(model.parameters()).device
-        self._waiting: deque[_Sequence] = deque()
-        self._prefilling: list[_Sequence] = []
-        self._running: list[_Sequence] = []   # row i of the batch cache is _running[i]
+        self._waiting: deque[Sequence] = deque()
+        self._prefilling: list[Sequence] = []
+        self._running: list[Sequence] = []   # row i of the batch cache is _running[i]
         self._batch: BatchCache | None = None  # row i is _running[i]; made at the first join
         self._num_layers = len(probe.layers) or int(config.get_text_config(decoder=True).num_hidden_layers)
         self._cancelled: list[SequenceUpdate] = []
@@ -161,7 +129,7 @@ class GenerationEngine:
                 "(max_batch_size={}); retry after 1 second".format(self.max_batch_size),
                 code="queue_full", retry_after=1)
         params.validate()
-        seq = _Sequence(seq_id, [int(t) for t in prompt_ids], params, self.tokenizer)
+        seq = Sequence(seq_id, [int(t) for t in prompt_ids], params, self.tokenizer)
         if not params.greedy:
             seq.generator = torch.Generator(device=self.device)
             if params.seed is None:
@@ -219,48 +187,113 @@ class GenerationEngine:
 
     # ------------------------------------------------------------------ stepping
     def step(self) -> list[SequenceUpdate]:
-        """One decode forward for the running batch, then prefill with the budget left."""
+        """Decode the running batch and prefill with the budget left: in one forward on the fast
+        path (``_mixed_step``), else a decode forward, then the prefill's."""
         updates, self._cancelled = self._cancelled, []
         stats = StepStats()
         with torch.inference_mode():
-            started = time.perf_counter()
-            if self._running:
-                stats.decode_tokens = len(self._running)
-                updates.extend(self._decode())
-            decoded = time.perf_counter()
-            self._schedule_prefill(self.max_tokens_per_step - stats.decode_tokens, stats, updates)
-            stats.decode_s, stats.prefill_s = decoded - started, time.perf_counter() - decoded
+            if self._fast_forward is not None:
+                self._mixed_step(stats, updates)
+            else:
+                self._separate_step(stats, updates)
         stats.running, stats.waiting = self.num_running, len(self._waiting)
         self.last_step = stats
         return updates
 
-    def _schedule_prefill(self, budget: int, stats: StepStats, updates: list[SequenceUpdate]) -> None:
-        """A long prompt already being prefilled in chunks goes on first (it is the oldest); then
-        waiting prompts, oldest first, while a slot is free: those that fit the budget whole are
-        prefilled together in one forward, the first that does not starts its own chunks."""
+    def _separate_step(self, stats: StepStats, updates: list[SequenceUpdate]) -> None:
+        """Hugging Face's forward (and a pipeline stage's): the decode forward, then the prefill's."""
+        started = time.perf_counter()
+        if self._running:
+            stats.decode_tokens = len(self._running)
+            updates.extend(self._decode())
+        decoded = time.perf_counter()
+        chunk, group = self._plan_prefill(self.max_tokens_per_step - stats.decode_tokens, stats, 0)
+        if chunk is not None:
+            self._prefill_chunk(*chunk, stats, updates)
+        if group:
+            self._prefill_group(group, stats, updates)
+        stats.decode_s, stats.prefill_s = decoded - started, time.perf_counter() - decoded
+
+    def _mixed_step(self, stats: StepStats, updates: list[SequenceUpdate]) -> None:
+        """The running batch's decode tokens and the scheduled prompt tokens in ONE fast forward
+        (one forward's costs per step instead of two: ``fastpath/parts.py``), then the decode
+        rows sample and the prefilled prompts their first tokens. Time is split by what is
+        measured to be one side's alone: the prompt tokens' matmuls and attention (timed in the
+        forward, which runs them right after the decode rows' on the same weights) and the
+        prefilled sequences' first tokens (sampling, joining the batch cache) count as prefill,
+        and so does a step with no decode rows; the rest -- the decode rows' matmuls and
+        attention, the norms and rotary over all the step's tokens, the mask -- counts as
+        decode (conservative for the decode rate)."""
+        started = time.perf_counter()
+        running = len(self._running)
+        # rows that end by length this step free their slots for this step's prompts
+        ending = sum(1 for seq in self._running if seq.ends_by_length(self.max_context))
+        chunk, group = self._plan_prefill(self.max_tokens_per_step - running, stats, ending)
+        parts: list[Part] = []
+        batch = self._batch
+        if running:
+            assert batch is not None
+            stats.decode_tokens = running
+            batch.begin_step()
+            parts.append(DecodeRows(torch.tensor([s.output_ids[-1] for s in self._running], device=self.device),
+                                    batch))
+        if chunk is not None:
+            seq, n = chunk
+            parts.append(PromptChunk(torch.tensor(seq.prompt_ids[seq.prefilled:seq.prefilled + n], device=self.device),
+                                     seq.prefilled, seq.cache))
+        own = self._cache_cls(config=self.model.config) if group else None
+        if group:
+            parts.append(PackedPrompts([s.prompt_ids for s in group], own, self.device))
+        if not parts:
+            return
+        assert self._fast_forward is not None
+        logits = self._fast_forward.forward(parts)
+        if running:
+            assert batch is not None
+            batch.end_step()
+            updates.extend(self._decoded(logits[:running]))
+        decoded = time.perf_counter()
+        if chunk is not None:
+            self._chunk_done(chunk[0], chunk[1], logits[running:running + 1], stats, updates)
+        if group:
+            self._first_tokens(group, logits[running + (chunk is not None):], own, stats, updates)
+        if running:  # the prompts' own matmuls and attention were timed inside the forward
+            prompts_s = self._fast_forward.rest_s
+            stats.decode_s = decoded - started - prompts_s
+            stats.prefill_s = time.perf_counter() - decoded + prompts_s
+        else:
+            stats.prefill_s = time.perf_counter() - started
+
+    def _plan_prefill(self, budget: int, stats: StepStats,
+                      ending: int) -> tuple[tuple[Sequence, int] | None, list[Sequence]]:
+        """This step's prompt tokens: ``(chunk, group)``. A long prompt already being prefilled in
+        chunks goes on first (it is the oldest); then waiting prompts, oldest first, while a slot
+        is free (``ending`` running rows leave before the prompts join): those that fit the budget
+        whole form the group prefilled together, the first that does not starts its own chunks
+        when no chunk runs this step."""
+        chunk: tuple[Sequence, int] | None = None
         if self._prefilling and budget > 0:
             seq = self._prefilling[0]
             n = min(budget, len(seq.prompt_ids) - seq.prefilled)
             budget -= n
-            stats.prefill_tokens += n
-            self._prefill_chunk(seq, n, stats, updates)
-        group: list[_Sequence] = []
-        while budget > 0 and self._waiting and self.num_running + len(group) < self.max_batch_size:
+            chunk = (seq, n)
+        group: list[Sequence] = []
+        in_use = self.num_running - ending
+        while budget > 0 and self._waiting and in_use + len(group) < self.max_batch_size:
             n = len(self._waiting[0].prompt_ids)
-            if n > budget and (group or self._prefilling):
+            if n > budget and (group or chunk is not None):
                 break
             seq = self._waiting.popleft()
             if n > budget:  # alone and too long for this step: prefilled in chunks
                 seq.cache = self._cache_cls(config=self.model.config)
                 self._prefilling.append(seq)
-                stats.prefill_tokens += budget
-                self._prefill_chunk(seq, budget, stats, updates)
+                chunk = (seq, budget)
+                budget = 0
                 break
             group.append(seq)
             budget -= n
-            stats.prefill_tokens += n
-        if group:
-            self._prefill_group(group, stats, updates)
+        stats.prefill_tokens = sum(len(s.prompt_ids) for s in group) + (chunk[1] if chunk else 0)
+        return chunk, group
 
     # PipelineEngine (ts/llm/pipeline.py) overrides _forward and _sample to run one pipeline stage:
     # keep their signatures (a forward may return None on a stage without the LM head)
@@ -279,12 +312,16 @@ class GenerationEngine:
             return logits[:, -1, :].float()
         return logits[torch.arange(len(last), device=self.device), torch.tensor(last, device=self.device)].float()
 
-    def _prefill_chunk(self, seq: _Sequence, n: int, stats: StepStats, updates: list[SequenceUpdate]) -> None:
+    def _prefill_chunk(self, seq: Sequence, n: int, stats: StepStats, updates: list[SequenceUpdate]) -> None:
         """The next ``n`` prompt tokens of a long prompt, in the sequence's own cache."""
         start = seq.prefilled
         ids = torch.tensor([seq.prompt_ids[start:start + n]], device=self.device)
         positions = torch.arange(start, start + n, device=self.device).unsqueeze(0)
-        logits = self._forward(ids, positions, seq.cache, None)
+        self._chunk_done(seq, n, self._forward(ids, positions, seq.cache, None), stats, updates)
+
+    def _chunk_done(self, seq: Sequence, n: int, logits: torch.Tensor, stats: StepStats,
+                    updates: list[SequenceUpdate]) -> None:
+        """After a chunk's forward: the prompt's last chunk samples the first token (``logits``)."""
         seq.prefilled += n
         if seq.prefilled < len(seq.prompt_ids):
             return
@@ -293,7 +330,7 @@ class GenerationEngine:
         seq.cache = None
         self._first_tokens([seq], logits, own, stats, updates)
 
-    def _prefill_group(self, group: list[_Sequence], stats: StepStats, updates: list[SequenceUpdate]) -> None:
+    def _prefill_group(self, group: list[Sequence], stats: StepStats, updates: list[SequenceUpdate]) -> None:
         """Whole prompts in one forward, right-padded (a causal model's real tokens never see the
         padding after them, so no mask is needed)."""
         lengths = [len(s.prompt_ids) for s in group]
@@ -306,7 +343,7 @@ class GenerationEngine:
             seq.prefilled = len(seq.prompt_ids)
         self._first_tokens(group, logits, own, stats, updates)
 
-    def _first_tokens(self, seqs: list[_Sequence], logits: torch.Tensor, own: Any, stats: StepStats,
+    def _first_tokens(self, seqs: list[Sequence], logits: torch.Tensor, own: Any, stats: StepStats,
                       updates: list[SequenceUpdate]) -> None:
         """Prefilled sequences sample their first token; those not finished join the batch cache
         (row i of ``own`` is ``seqs[i]``'s keys/values)."""
@@ -330,6 +367,10 @@ class GenerationEngine:
         positions, mask = batch.begin_step()
         logits = self._forward(ids, positions, batch, mask)
         batch.end_step()
+        return self._decoded(logits)
+
+    def _decoded(self, logits: torch.Tensor) -> list[SequenceUpdate]:
+        """The running rows sample their next tokens; the finished leave the batch."""
         tokens = self._sample(logits, self._running)
         updates = [self._accept(seq, tok) for seq, tok in zip(self._running, tokens, strict=True)]
         for row in reversed([i for i, u in enumerate(updates) if u.finished]):
@@ -345,42 +386,14 @@ class GenerationEngine:
         if row < len(self._running):
             self._running[row] = last
 
-    def _sample(self, logits: torch.Tensor, seqs: list[_Sequence]) -> list[int]:
-        tokens = logits.argmax(dim=-1).tolist()
-        for i, seq in enumerate(seqs):
-            p = seq.params
-            if p.greedy:
-                continue
-            row = logits[i] / p.temperature
-            if p.top_k and p.top_k < row.numel():
-                kth = torch.topk(row, p.top_k).values[-1]
-                row = row.masked_fill(row < kth, float("-inf"))
-            if p.top_p < 1.0:
-                sorted_logits, order = torch.sort(row, descending=True)
-                probs = torch.softmax(sorted_logits, dim=-1)
-                drop = probs.cumsum(dim=-1) - probs > p.top_p  # keep the smallest set reaching top_p
-                row = row.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
-            probs = torch.softmax(row, dim=-1)
-            tokens[i] = int(torch.multinomial(probs, 1, generator=seq.generator).item())
-        return tokens
+    def _sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
+        return sample_tokens(logits, seqs)
 
-    def _accept(self, seq: _Sequence, token: int) -> SequenceUpdate:
-        seq.output_ids.append(token)
-        p = seq.params
-        delta = seq.text.push(token)
-        reason = None
-        if seq.text.stopped:
-            reason = "stop"
-        elif token in self.eos_token_ids and not p.ignore_eos:
-            reason = "stop"
-        elif len(seq.output_ids) >= p.max_new_tokens or len(seq.prompt_ids) + len(seq.output_ids) >= self.max_context:
-            reason = "length"
-        if reason is not None:
-            delta += seq.text.finish()
-            seq.finish_reason = reason
+    def _accept(self, seq: Sequence, token: int) -> SequenceUpdate:
+        update = seq.accept(token, self.eos_token_ids, self.max_context)
+        if update.finished:
             self._ids.discard(seq.seq_id)
-        return SequenceUpdate(seq.seq_id, [token], delta, reason is not None, reason, len(seq.prompt_ids),
-                              len(seq.output_ids))
+        return update
 
     # ------------------------------------------------------------------ run to completion
     def generate_all(self, batch: list[tuple[str, list[int], SamplingParams]]) -> dict[str, GenerationResult]:

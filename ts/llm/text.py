@@ -10,6 +10,23 @@ from typing import Any
 PROMPT_CONTEXT_TOKENS = 6
 
 
+def backend_decode(tokenizer: Any) -> Any:
+    """The Rust tokenizer's own ``decode`` when ``tokenizer.decode(ids, skip_special_tokens=True,
+    clean_up_tokenization_spaces=False)`` is exactly that call (a fast tokenizer whose class
+    changes neither step), else None. It skips transformers' Python layers: two decodes run per
+    generated token, and they were most of the detokeniser's time."""
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:
+        return None
+    cls = type(tokenizer)
+    if (isinstance(tokenizer, TokenizersBackend) and cls._decode is TokenizersBackend._decode
+            and cls.decode is PreTrainedTokenizerBase.decode):
+        return tokenizer.backend_tokenizer.decode
+    return None
+
+
 class IncrementalText:
     """Turns the output token ids of one sequence into text deltas.
 
@@ -21,6 +38,7 @@ class IncrementalText:
 
     def __init__(self, tokenizer: Any, prompt_ids: list[int], stop: list[str] | None = None) -> None:
         self._tok = tokenizer
+        self._backend = backend_decode(tokenizer)
         context = list(prompt_ids[-PROMPT_CONTEXT_TOKENS:])
         self._ids = context
         self._prefix = 0
@@ -32,7 +50,8 @@ class IncrementalText:
         self.stopped = False
 
     def _decode(self, ids: list[int]) -> str:
-        return self._tok.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return self._backend(ids, skip_special_tokens=True) if self._backend else self._tok.decode(
+            ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     def _advance(self, force: bool) -> None:
         prefix_text = self._decode(self._ids[self._prefix:self._read])

@@ -10,12 +10,12 @@ every position), not arithmetic. This forward runs the same arithmetic in the sa
   stored twice and the Hugging Face forward (and ``generate``) still works on the same tensors;
 * cos/sin tables for every position computed once with the model's own rotary module (so rope
   scaling is honoured) and indexed by each row's positions;
-* one boolean attention mask per forward, shared by all layers: key column ``j`` is visible to a
-  query at position ``p`` when ``j <= p``. That one rule covers the three layouts the engine runs:
-  right-padded prompts prefilled together, a chunk of a long prompt after its earlier chunks, and
-  a decode step over ``BatchCache`` rows (row ``r``'s new token sits at column ``length_r``);
-* the new keys/values written in place into the engine's ``BatchCache`` buffers (decode), or
-  appended with the prompt cache's own ``update`` (prefill);
+* several token groups in one forward (``parts.py``): the running batch's decode tokens and new
+  prompts' tokens go through the linear layers together as one packed row (the weights are read
+  once per step, not once per group), and each group attends on its own: decode rows against
+  their ``BatchCache`` row (the new key/value written in place at the row's own column), a chunk
+  of a long prompt after its earlier chunks, whole prompts packed without padding, each masked to
+  its own earlier tokens;
 * the final norm and lm_head only on the rows' sampled positions.
 
 The model's results are unchanged up to float rounding of the fused matmuls; the engine's tests
@@ -24,11 +24,13 @@ check greedy tokens against ``generate``.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from ts.llm.fastpath.parts import DecodeRows, PackedPrompts, Part, PromptChunk
 from ts.llm.kvcache import BatchCache
 
 # architectures whose decoder layers have this exact shape (q/k/v/o, gate/up/down, two RMSNorms)
@@ -115,7 +117,10 @@ class _Layer:
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """Hugging Face's Llama RMSNorm, op for op (float32 statistics, weight after the cast back)."""
+    """Hugging Face's Llama RMSNorm (float32 statistics, weight after the cast back). In float32
+    torch's own ``rms_norm`` gives the same bits in one call instead of six ops."""
+    if x.dtype == torch.float32 and weight.dtype == torch.float32:
+        return F.rms_norm(x, weight.shape, weight, eps)
     h = x.to(torch.float32)
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return weight * h.to(x.dtype)
@@ -132,7 +137,7 @@ class LlamaFastForward:
     contract, for the models ``unsupported_reason`` accepts."""
 
     def __init__(self, model: Any) -> None:
-        from transformers.activations import ACT2FN
+        from transformers.activations import ACT2FN, SiLUActivation
 
         config = model.config
         inner = model.model
@@ -144,7 +149,9 @@ class LlamaFastForward:
         self.groups = self.heads // self.kv_heads
         self.q_size = self.heads * self.head_dim
         self.kv_size = self.kv_heads * self.head_dim
-        self.act = ACT2FN[config.hidden_act]
+        act = ACT2FN[config.hidden_act]
+        # SiLU's module only calls F.silu: the module call cost more than the op on a step's rows
+        self.act = F.silu if type(act) is SiLUActivation else act
         self.embed = inner.embed_tokens.weight
         self.layers = [_Layer(layer) for layer in inner.layers]
         self.norm, self.norm_eps = inner.norm.weight, inner.norm.variance_epsilon
@@ -157,100 +164,114 @@ class LlamaFastForward:
         half = self.head_dim // 2
         # (max_positions, head_dim); the sine's first half negated for _rotate
         self.cos, self.sin = cos[0], torch.cat((-sin[0, :, :half], sin[0, :, half:]), dim=-1)
+        self.rest_s = 0.0  # the last forward's measured time of its parts after the first (forward)
 
     def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: Any,
                  last: list[int] | None = None) -> torch.Tensor:
-        rows, n = input_ids.shape
+        """One layout at a time (the bare-loop bound and the tests): a decode step over a
+        ``BatchCache``, right-padded whole prompts with ``last[row]`` their last index into a new
+        cache, or one row of prompt tokens after those already in ``cache`` (the logits of
+        ``last[0]``, default the last)."""
+        rows = input_ids.shape[0]
         if isinstance(cache, BatchCache):
-            return self._decode(input_ids, positions, cache)
-        past = cache.get_seq_length()
-        if rows > 1 and past == 0 and last is not None:
-            return self._packed_prefill(input_ids, positions, cache, last)
+            return self.forward([DecodeRows(input_ids[:, 0], cache)])
+        if rows > 1 and cache.get_seq_length() == 0 and last is not None:
+            prompts = [row[:n + 1] for row, n in zip(input_ids.tolist(), last, strict=True)]
+            return self.forward([PackedPrompts(prompts, cache, input_ids.device)])
+        if rows != 1:
+            raise ValueError("prompt tokens after cached ones come one sequence at a time")
+        part = PromptChunk(input_ids[0], int(positions[0, 0]), cache)
+        if last is not None:
+            part.sampled = torch.tensor(last, device=input_ids.device)
+        return self.forward([part])
 
-        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            return cache.update(k, v, i)
+    def forward(self, parts: list[Part]) -> torch.Tensor:
+        """The parts' tokens through the model in one pass (``parts.py``): the logits ``(rows,
+        vocab)`` of each part's sampled tokens, part after part.
 
-        keys = torch.arange(past + n, device=input_ids.device)
-        h = self._layers(input_ids, positions, keys <= positions.unsqueeze(-1), store)
-        h = h[:, -1] if last is None else h[torch.arange(rows, device=h.device), torch.tensor(last, device=h.device)]
-        return self._logits(h)
+        With several parts, the first part's rows (the engine's decode rows) and the other
+        parts' rows (the step's prompt tokens) run each linear layer as two matmuls, one right
+        after the other on the same weights: the same bits as one matmul over all rows, and the
+        other parts' share of the step is measured rather than guessed -- their matmuls and their
+        attention add up in ``rest_s`` (seconds; everything else, norms, rotary and the first
+        part's work, is left out of it)."""
+        self.rest_s = 0.0
+        ids = torch.cat([p.ids for p in parts]) if len(parts) > 1 else parts[0].ids
+        positions = torch.cat([p.positions for p in parts]) if len(parts) > 1 else parts[0].positions
+        bounds, start = [], 0
+        for p in parts:
+            bounds.append((start, start + p.ids.shape[0]))
+            start += p.ids.shape[0]
 
-    def _decode(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: BatchCache) -> torch.Tensor:
-        """One token per ``BatchCache`` row, written in place at the row's own column."""
-        rows, span = input_ids.shape[0], batch.width + 1
+        def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            if len(parts) == 1:
+                return parts[0].attend(self, layer, q, k, v)
+            outs = [parts[0].attend(self, layer, q[:, :, :bounds[0][1]], k[:, :, :bounds[0][1]],
+                                    v[:, :, :bounds[0][1]])]
+            started = time.perf_counter()
+            for p, (a, b) in zip(parts[1:], bounds[1:], strict=True):
+                outs.append(p.attend(self, layer, q[:, :, a:b], k[:, :, a:b], v[:, :, a:b]))
+            self.rest_s += time.perf_counter() - started
+            return torch.cat(outs)
 
-        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            own = batch.owner_layers[i]
-            own.k[batch.rows_index, :, batch.columns] = k[:, :, 0]
-            own.v[batch.rows_index, :, batch.columns] = v[:, :, 0]
-            return own.k[:rows, :, :span], own.v[:rows, :, :span]
+        h = self._layers(ids, positions, attend, bounds[0][1] if len(parts) > 1 else None)
+        sampled = [p.sampled + a for p, (a, _) in zip(parts, bounds, strict=True)]
+        return self._logits(h[torch.cat(sampled) if len(sampled) > 1 else sampled[0]])
 
-        mask = torch.arange(span, device=input_ids.device) <= positions.unsqueeze(-1)
-        return self._logits(self._layers(input_ids, positions, mask, store)[:, -1])
+    def _linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                split: int | None) -> torch.Tensor:
+        """``F.linear``; with ``split``, rows ``[:split]`` and ``[split:]`` as two matmuls into one
+        output (``mm``/``addmm``, what ``F.linear`` runs on each alone: the same bits), the second
+        timed into ``rest_s``."""
+        if split is None:
+            return F.linear(x, weight, bias)
+        out = x.new_empty(x.shape[0], weight.shape[0])
+        if bias is None:
+            torch.mm(x[:split], weight.t(), out=out[:split])
+            started = time.perf_counter()
+            torch.mm(x[split:], weight.t(), out=out[split:])
+        else:
+            torch.addmm(bias, x[:split], weight.t(), out=out[:split])
+            started = time.perf_counter()
+            torch.addmm(bias, x[split:], weight.t(), out=out[split:])
+        self.rest_s += time.perf_counter() - started
+        return out
 
-    def _packed_prefill(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: Any,
-                        last: list[int]) -> torch.Tensor:
-        """Right-padded whole prompts run packed into one row, padding left out (prompts of 2 and
-        80 tokens cost 82 tokens, not 160); each prompt's tokens see only its own earlier ones.
-        The cache still gets the padded ``(rows, heads, width, dim)`` layout the engine copies
-        rows from (zeros where the padding was: never read)."""
-        rows, width = input_ids.shape
-        device = input_ids.device
-        lengths = torch.tensor(last, device=device) + 1
-        real = (torch.arange(width, device=device) < lengths.unsqueeze(1)).reshape(-1).nonzero().squeeze(1)
-        packed_pos = positions.reshape(-1)[real].unsqueeze(0)
-        segment = torch.repeat_interleave(torch.arange(rows, device=device), lengths)
-        mask = (segment.unsqueeze(1) == segment.unsqueeze(0)) & (packed_pos[0].unsqueeze(0) <= packed_pos[0].unsqueeze(1))
-
-        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            padded = []
-            for t in (k, v):  # (1, heads, total, dim) -> (rows, heads, width, dim)
-                flat = t.new_zeros(rows * width, self.kv_heads, self.head_dim)
-                flat[real] = t[0].transpose(0, 1)
-                padded.append(flat.view(rows, width, self.kv_heads, self.head_dim).transpose(1, 2))
-            cache.update(padded[0], padded[1], i)
-            return k, v
-
-        h = self._layers(input_ids.reshape(-1)[real].unsqueeze(0), packed_pos, mask.unsqueeze(0), store)
-        return self._logits(h[0, lengths.cumsum(0) - 1])
-
-    def _layers(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-                store: Any) -> torch.Tensor:
-        """The decoder layers over ``(rows, n)`` tokens at ``positions``; ``mask`` ``(rows, n,
-        keys)`` says which keys each query sees, shared by all layers; ``store(layer, k, v)``
-        caches the new keys/values and returns those attention reads. The last hidden states."""
-        rows, n = input_ids.shape
-        mask = mask.unsqueeze(1)
-        cos, sin = self.cos[positions].unsqueeze(2), self.sin[positions].unsqueeze(2)  # (rows, n, 1, dim)
-        h = F.embedding(input_ids, self.embed)
+    def _layers(self, ids: torch.Tensor, positions: torch.Tensor, attend: Any, split: int | None) -> torch.Tensor:
+        """The decoder layers over ``n`` packed tokens at ``positions``; ``attend(layer, q, k, v)``
+        (``(1, heads, n, dim)`` queries, ``(1, kv_heads, n, dim)`` keys/values) caches the new
+        keys/values and returns the attention output ``(n, heads * dim)``; ``split``: see
+        ``_linear``. The last hidden states ``(n, hidden)``."""
+        n = ids.shape[0]
+        cos, sin = self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)  # (n, 1, dim)
+        h = F.embedding(ids, self.embed)
         for i, layer in enumerate(self.layers):
             x = _rms_norm(h, layer.ln1, layer.eps1)
-            qkv = F.linear(x, layer.qkv_w, layer.qkv_b)
+            qkv = self._linear(x, layer.qkv_w, layer.qkv_b, split)
             # q and k side by side: one rotary for both heads' sets
-            qk = _rotate(qkv[..., :self.q_size + self.kv_size].view(rows, n, self.heads + self.kv_heads, -1), cos, sin)
-            q, k = qk[:, :, :self.heads].transpose(1, 2), qk[:, :, self.heads:].transpose(1, 2)
-            v = qkv[..., self.q_size + self.kv_size:].view(rows, n, self.kv_heads, self.head_dim).transpose(1, 2)
-            k, v = store(i, k, v)
-            h = h + F.linear(self._attention(q, k, v, mask, rows, n), layer.o_w, layer.o_b)
+            qk = _rotate(qkv[:, :self.q_size + self.kv_size].view(n, self.heads + self.kv_heads, -1), cos, sin)
+            q, k = qk[:, :self.heads].transpose(0, 1).unsqueeze(0), qk[:, self.heads:].transpose(0, 1).unsqueeze(0)
+            v = qkv[:, self.q_size + self.kv_size:].view(n, self.kv_heads, self.head_dim).transpose(0, 1).unsqueeze(0)
+            h = h + self._linear(attend(i, q, k, v), layer.o_w, layer.o_b, split)
             x = _rms_norm(h, layer.ln2, layer.eps2)
-            gate_up = F.linear(x, layer.gate_up_w, layer.gate_up_b)
-            x = self.act(gate_up[..., :self.intermediate]) * gate_up[..., self.intermediate:]
-            h = h + F.linear(x, layer.down_w, layer.down_b)
+            gate_up = self._linear(x, layer.gate_up_w, layer.gate_up_b, split)
+            x = self.act(gate_up[:, :self.intermediate]) * gate_up[:, self.intermediate:]
+            h = h + self._linear(x, layer.down_w, layer.down_b, split)
         return h
 
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         """The final norm and lm_head of the sampled positions only: ``(rows, vocab)`` float."""
         return F.linear(_rms_norm(h, self.norm, self.norm_eps), self.lm_head_w, self.lm_head_b).float()
 
-    def _attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-                   rows: int, n: int) -> torch.Tensor:
-        """SDPA over the kv heads; ``(rows, n, heads * head_dim)``."""
+    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """SDPA of ``(batch, heads, n, dim)`` queries over ``(batch, kv_heads, keys, dim)`` with a
+        boolean ``mask`` broadcast to ``(batch, 1, n, keys)``; ``(batch, heads, n, dim)``."""
+        batch, _, n, _ = q.shape
         if self.groups > 1 and n == 1:  # one query: each kv head's query group as its queries
-            out = F.scaled_dot_product_attention(q.reshape(rows, self.kv_heads, self.groups, self.head_dim),
+            out = F.scaled_dot_product_attention(q.reshape(batch, self.kv_heads, self.groups, self.head_dim),
                                                  k, v, attn_mask=mask, scale=self.scale)
-            return out.reshape(rows, 1, self.q_size)
+            return out.reshape(batch, self.heads, 1, self.head_dim)
         if self.groups > 1:
             k = k.repeat_interleave(self.groups, dim=1)
             v = v.repeat_interleave(self.groups, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
-        return out.transpose(1, 2).reshape(rows, n, self.q_size)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
