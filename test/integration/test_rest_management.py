@@ -127,6 +127,9 @@ def test_customized_describe_asks_the_handler(server: harness.Server) -> None:
     meta = r.json()[0]["customizedMetadata"]
     assert meta["handler"] == "echo" and meta["model"] == "custom"
     assert meta["pid"] == r.json()[0]["workers"][0]["pid"]
+    # the worker's live stages come from its PONG, which the thread delivering the handler's
+    # answer would have to read itself if the describe ran there (it gave up after 2 s, without them)
+    assert "stages" in r.json()[0]["workers"][0], r.json()[0]["workers"][0]
     assert mgmt(server, "DELETE", "/models/custom").status_code == 200
 
 

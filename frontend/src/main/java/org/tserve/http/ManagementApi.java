@@ -93,7 +93,9 @@ final class ManagementApi {
             return true;
         }
         if (m.equals(HttpMethod.GET)) {
-            describe(ex, name, version, p.bool("customized", false));
+            // on the blocking pool: describe waits up to 2 s for the workers' PONGs
+            boolean customized = p.bool("customized", false);
+            async(ex, () -> describe(ex, name, version, customized));
         } else if (m.equals(HttpMethod.PUT)) {
             scale(ex, name, version == null ? p.str("model_version") : version, p);
         } else if (m.equals(HttpMethod.DELETE)) {
@@ -195,8 +197,8 @@ final class ManagementApi {
         });
     }
 
-    private void describe(Exchange ex, String name, String version, boolean customized) throws HttpError {
-        List<ModelDescription> ds = call(() -> models.describe(name, version));
+    private void describe(Exchange ex, String name, String version, boolean customized) throws WlmException {
+        List<ModelDescription> ds = models.describe(name, version);
         if (!customized || "all".equals(version)) {
             JsonArray a = new JsonArray();
             for (ModelDescription d : ds) {
@@ -218,14 +220,13 @@ final class ManagementApi {
                     ex.sendError(r.status(), "InternalServerException", r.message().isEmpty() ? "describe failed" : r.message());
                     return;
                 }
-                JsonArray a = new JsonArray();
-                try {
+                // not here: this runs on the thread that read the worker's answer, and describe
+                // waits for a PONG that the same thread would have to read
+                async(ex, () -> {
+                    JsonArray a = new JsonArray();
                     a.add(DescribeJson.model(models.describe(name, d.modelVersion()).get(0), r.body()));
-                } catch (WlmException e) {
-                    ex.sendError(e.getStatus(), HttpError.typeFor(e.getStatus()), e.getMessage());
-                    return;
-                }
-                ex.sendJson(200, a);
+                    ex.sendJson(200, a);
+                });
             }
 
             @Override
@@ -233,11 +234,7 @@ final class ManagementApi {
                 ex.sendError(status, HttpError.typeFor(status), message);
             }
         });
-        try {
-            models.submit(job);
-        } catch (WlmException e) {
-            throw new HttpError(e.getStatus(), e.getMessage());
-        }
+        models.submit(job);
     }
 
     private void rotate(Exchange ex, QueryStringDecoder q) throws HttpError {
