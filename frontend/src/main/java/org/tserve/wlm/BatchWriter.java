@@ -246,6 +246,11 @@ final class BatchWriter {
 
     /** Registers the batch as in flight (with its response timeout) and writes it; holds a permit. */
     private InFlightBatch dispatch(BackendLink c, List<Job> jobs, byte[] body, ModelSettings s) {
+        if (!s.joinsRunningBatch()) {   // before the write: from now on only the worker's answer ends them
+            for (Job j : jobs) {
+                j.heldByWorker();
+            }
+        }
         InFlightBatch b = inFlight.add(jobs, c, s.responseTimeout);
         try {
             long t0 = System.nanoTime();

@@ -19,6 +19,7 @@ public final class Job {
      * handler that can stream (the LLM handler) streams unless the body says {@code "stream": false}.
      */
     public static final Header STREAM_HINT = new Header("x-tserve-stream", "true");
+    private static final String CLIENT_GONE = "Client closed the request before it was answered";
 
     /** What the worker is asked to do. */
     public enum Kind { INFERENCE, DESCRIBE }
@@ -33,8 +34,12 @@ public final class Job {
     private volatile Runnable onDone;
     private final List<Part> parts;
     private final JobResponder responder;
-    private Runnable canceller;   // guarded by this, with cancelRequested
+    private Runnable canceller;   // guarded by this, with cancelRequested and heldByWorker
     private boolean cancelRequested;
+    /** Written to a worker that cannot cancel it: only that worker's answer ends the job. */
+    private boolean heldByWorker;
+    /** The client went away while a worker held the job: it was told 499, the worker's answer is dropped. */
+    private volatile boolean clientGone;
     /** The final answer's headers (the handler's), empty before. */
     private volatile List<Header> resultHeaders = List.of();
     private final long createdNanos = System.nanoTime();
@@ -122,7 +127,7 @@ public final class Job {
     }
 
     void chunk(Response r) {
-        if (!done.get()) {
+        if (!done.get() && !clientGone) {
             responder.onChunk(withAnswerHeaders(r));   // a stream's first chunk carries the headers
         }
     }
@@ -155,7 +160,9 @@ public final class Job {
         if (done.compareAndSet(false, true)) {
             doneNanos = System.nanoTime();
             resultHeaders = r.headers();
-            responder.onResult(withAnswerHeaders(r));
+            if (!clientGone) {
+                responder.onResult(withAnswerHeaders(r));
+            }
             finished();
             return true;
         }
@@ -232,6 +239,17 @@ public final class Job {
         }
     }
 
+    /**
+     * The job was written to a worker whose model cannot cancel a running request (no continuous
+     * batching): a client that goes away is told 499 at once, but the job ends only with the
+     * worker's answer — so a stateful sequence's next request never runs beside this one in the
+     * worker (a preprocess pool holds several batches).
+     */
+    synchronized void heldByWorker() {
+        canceller = null;
+        heldByWorker = true;
+    }
+
     /** Whether {@link #cancel} frees anything (the model takes cancellations). */
     public synchronized boolean isCancellable() {
         return canceller != null;
@@ -244,26 +262,38 @@ public final class Job {
      */
     public boolean cancel() {
         Runnable c;
+        boolean workerHolds;
         synchronized (this) {
-            if (done.get()) {
+            if (done.get() || clientGone) {
                 return false;
             }
-            cancelRequested = true;
+            workerHolds = heldByWorker;
+            if (workerHolds) {
+                clientGone = true;
+            } else {
+                cancelRequested = true;
+            }
             c = canceller;
+        }
+        if (workerHolds) {   // the answer the client never reads; the job stays the worker's until it answers
+            responder.onError(499, CLIENT_GONE);
+            return true;
         }
         // Free its place before answering: answering lets a stateful sequence's next request go,
         // which must reach the worker after this one's CANCEL, never beside the cancelled request.
         if (c != null) {
             c.run();
         }
-        return fail(499, "Client closed the request before it was answered");
+        return fail(499, CLIENT_GONE);
     }
 
     /** Fails the job unless it was already answered; returns whether this call answered it. */
     boolean fail(int status, String message) {
         if (done.compareAndSet(false, true)) {
             doneNanos = System.nanoTime();
-            responder.onError(status, message);
+            if (!clientGone) {
+                responder.onError(status, message);
+            }
             finished();
             return true;
         }

@@ -56,6 +56,24 @@ public class JobCancelTest {
     }
 
     @Test
+    public void aJobHeldByAWorkerTellsTheClientAtOnceButEndsWithTheWorkersAnswer() {
+        Job j = job();
+        List<String> ended = new ArrayList<>();
+        j.onDone(() -> ended.add("done"));
+        j.onCancel(() -> events.add("left the queue"));
+        j.heldByWorker();   // written to a worker whose model cannot cancel it
+        assertFalse("nothing to free: the worker cannot cancel it", j.isCancellable());
+        assertTrue(j.cancel());
+        assertEquals(List.of("error 499"), events);
+        assertFalse("still the worker's", j.isDone());
+        assertEquals(List.of(), ended);
+        assertFalse("the client is told once", j.cancel());
+        assertTrue(j.result(new Response(j.getId(), 200, "", "text/plain", List.of(), new byte[0])));
+        assertEquals("the worker's answer is not sent to the gone client", List.of("error 499"), events);
+        assertEquals(List.of("done"), ended);
+    }
+
+    @Test
     public void resultHeaderValuesSplitTorchServesIdList() {
         Job j = job();
         j.result(new Response(j.getId(), 200, "", "", List.of(new Header("TS_REQUEST_SEQUENCE_END", "a; b;"),

@@ -164,6 +164,22 @@ public class SequencesTest {
     }
 
     @Test
+    public void aRequestCancelledWhileTheWorkerRunsItHoldsTheNextUntilTheWorkerAnswers() throws Exception {
+        stateful(4, 4, false);   // no continuous batching: the worker cannot cancel a running request
+        Job first = submit(job("s"));
+        WorkerThread w = holder(first);
+        assertTrue(w.sequenceQueue().remove(first));
+        first.heldByWorker();   // written (BatchWriter.dispatch)
+        Job second = submit(job("s"));
+        assertTrue(first.cancel());
+        assertEquals("the client was told", 499, answers.get(first).status);
+        assertEquals("the worker still runs the first: the second waits", List.of(), sentTo(w));
+        first.result(new Response(first.getId(), 200, "", "text/plain", List.of(), new byte[0]));
+        assertEquals("the worker answered: the second goes", List.of(second), sentTo(w));
+        assertEquals("the gone client's answer stays 499", 499, answers.get(first).status);
+    }
+
+    @Test
     public void severalSequencesRunAtOnceEachInOrder() throws Exception {
         stateful(4, 4, true);
         Job a1 = submit(job("a"));
