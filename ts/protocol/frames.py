@@ -35,11 +35,11 @@ class FrameType(IntEnum):
     ERROR = 0x1F
 
 
-_TYPE_CODES = frozenset(int(t) for t in FrameType)
+_BY_CODE = {int(t): t for t in FrameType}  # a frame header's type code -> FrameType
+_TYPE_CODES = frozenset(_BY_CODE)
 JSON_TYPES = frozenset(
     {FrameType.LOAD, FrameType.LOADED, FrameType.PONG, FrameType.METRICS, FrameType.ERROR}
 )
-_BY_CODE = {int(t): t for t in FrameType}
 EMPTY_TYPES = frozenset({FrameType.PING, FrameType.STOP})
 RESPONSE_TYPES = frozenset({FrameType.RESULT, FrameType.CHUNK})
 # body: UTF-8 text (CANCEL: the request id; SEQUENCE_END: the sequence id)
