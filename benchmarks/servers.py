@@ -11,7 +11,6 @@ import http.client
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import procstat
+from ts.utils.free_ports import free_port, free_port_block
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / ".bench"
@@ -49,30 +49,6 @@ QUIET_LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
 
 class ServerError(RuntimeError):
     """A server did not start, register a model or answer."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_port_block(size: int) -> int:
-    """First of ``size`` consecutive free ports (worker socket numbers)."""
-    rng = int.from_bytes(os.urandom(2), "big")
-    for attempt in range(200):
-        base = 20000 + (rng + attempt * 97) % 39000
-        ok = True
-        for p in range(base, base + size):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise ServerError(f"no block of {size} free ports")
 
 
 def http_request(port: int, method: str, path: str, body: bytes = b"",

@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,11 +26,7 @@ sys.path.insert(0, str(HERE))
 
 from build_mar import build  # noqa: E402
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ts.utils.free_ports import free_port  # noqa: E402
 
 
 def build_and_unpack(example: str, workdir: Path, **kwargs: Any) -> Path:

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,37 +21,13 @@ from typing import Any
 import requests
 
 from ts import model_server
+from ts.utils.free_ports import free_port, free_port_block  # noqa: F401 (tests use them from here)
 
 REPO = Path(__file__).resolve().parents[2]
 alive = model_server.process_alive
 # Where a Server without a `workdir` makes its own; the repository's conftest.py sets it to a folder
 # among pytest's tmp_path folders (kept for the last three runs, like them). None: the system TMPDIR.
 WORK_ROOT: Path | None = None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_port_block(size: int, start: int = 20000, end: int = 60000) -> int:
-    """The first port of `size` consecutive free ports (for worker and torchrun port ranges)."""
-    rng = int.from_bytes(os.urandom(2), "big")
-    for attempt in range(200):
-        base = start + (rng + attempt * 97) % (end - start - size)
-        if all(_port_free(base + i) for i in range(size)):
-            return base
-    raise RuntimeError(f"no block of {size} free ports found")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.05, what: str = "condition") -> Any:

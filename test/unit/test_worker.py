@@ -290,16 +290,10 @@ def test_torchrun_rank_socket_naming(tmp_path):
         assert (pong["rank"], pong["localRank"], pong["worldSize"]) == (2, 2, 4)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_rank_worker_loads_everywhere_and_only_rank0_answers(tmp_path):
     model_dir = make_model_dir(tmp_path, "rank_handler.py")
     sock_dir = str(tmp_path)
-    master = str(_free_port())
+    master = str(harness.free_port())
     workers = []
     try:
         for rank in (0, 1):
@@ -361,7 +355,7 @@ class _TorchrunJob:
         env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TS_DIST_TIMEOUT_S="60",
                    TMPDIR=str(tmp_path / "tmp"))
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{harness.free_port()}",
                "--max-restarts", str(max_restarts), "--log-dir", str(tmp_path / "tlogs"), "--tee", "3",
                "-m", "ts.model_service_worker", "--sock-type", "unix", "--sock-name",
                os.path.join(self.sock_dir, f".ts.sock.{port}")]

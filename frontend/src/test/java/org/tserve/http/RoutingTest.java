@@ -36,15 +36,12 @@ public class RoutingTest {
     private TokenAuthorization tokens;
     private final HttpClient client = HttpClient.newHttpClient();
 
-    private static int freePort() throws Exception {
-        try (ServerSocket s = new ServerSocket(0)) {
-            return s.getLocalPort();
-        }
-    }
-
     private void start(String extra, boolean tokenAuth) throws Exception {
-        inf = freePort();
-        mgmt = freePort();
+        // Both held open while picked, so the kernel cannot hand the same number out twice.
+        try (ServerSocket a = new ServerSocket(0); ServerSocket b = new ServerSocket(0)) {
+            inf = a.getLocalPort();
+            mgmt = b.getLocalPort();
+        }
         File f = tmp.newFile();
         String props = "inference_address=http://127.0.0.1:" + inf + "\nmanagement_address=http://127.0.0.1:" + mgmt
                 + "\nenable_metrics_api=false\nmax_request_size=1000\nmodel_store=" + tmp.getRoot() + "\n"
