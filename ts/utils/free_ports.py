@@ -3,17 +3,46 @@
 Asking the kernel for port 0 and closing the socket is racy in two ways: the kernel may hand the
 same number out again a moment later (two addresses of one server got the same port once), and
 it is drawn from the ephemeral range, which every outgoing connection on the machine also draws
-from. So ports are picked below the ephemeral range, a number is never handed out twice by one
-process, and each is checked by binding it.
+from. So ports are picked below the ephemeral range, each is checked by binding it, and a number
+handed out recently is not handed out again (it may not be bound yet). Only the last
+``_REMEMBERED`` are kept: a test suite starts hundreds of servers, and the ports of one that has
+stopped are free again; those of one still running fail the bind check.
 """
 from __future__ import annotations
 
+import collections
 import os
 import socket
 import threading
 
 _LOWEST = 10000
-_given: set[int] = set()
+_REMEMBERED = 2048  # far more than one server's ports (two blocks of 64 and five more)
+
+
+class _Recent:
+    """The last ``size`` ports handed out, oldest forgotten first."""
+
+    def __init__(self, size: int) -> None:
+        self._order: collections.deque[int] = collections.deque()
+        self._members: set[int] = set()
+        self._size = size
+
+    def __contains__(self, port: object) -> bool:
+        return port in self._members
+
+    def isdisjoint(self, ports: range) -> bool:
+        return self._members.isdisjoint(ports)
+
+    def update(self, ports: range) -> None:
+        for port in ports:
+            if port not in self._members:
+                self._order.append(port)
+                self._members.add(port)
+        while len(self._order) > self._size:
+            self._members.discard(self._order.popleft())
+
+
+_given = _Recent(_REMEMBERED)
 _lock = threading.Lock()
 
 
@@ -66,6 +95,6 @@ def _kernel_pick() -> int:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
             if port not in _given:
-                _given.add(port)
+                _given.update(range(port, port + 1))
                 return port
     raise RuntimeError("the kernel kept handing out ports already given")
