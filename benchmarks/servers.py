@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import urllib.parse
 import zipfile
@@ -76,6 +77,7 @@ class ServerKind:
 
 
 SNAPSHOT = BENCH / "snapshot"
+SNAPSHOT_TAKEN = SNAPSHOT / "TAKEN"  # written last: the snapshot is complete and this old
 # A small initial heap that SerialGC shrinks back after load, a 128 MiB cap, one Netty arena
 # with 4 MiB chunks. (C1-only, -XX:TieredStopAtLevel=1, measured 10-25 % slower: left out.)
 TUNED_VMARGS = ("-XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError -Xms16m -Xmx128m "
@@ -113,8 +115,22 @@ def snapshot_tserve(attempts: int = 5) -> dict[str, str]:
             time.sleep(5)  # the jar is being written right now: copy it again a bit later
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True, check=False).stdout.strip()
+    SNAPSHOT_TAKEN.write_text(f"{head}\n")
     return {"git_head": head, "jar_mtime": time.strftime(
         "%Y-%m-%dT%H:%M:%SZ", time.gmtime(jar.stat().st_mtime)), "jar_bytes": str(jar.stat().st_size)}
+
+
+def stale_snapshot() -> str | None:
+    """Why ``.bench/snapshot`` does not hold the working tree's ``ts`` (a file changed after the
+    copy, or a copy older than this check), or None. Scripts that start servers without
+    ``snapshot_tserve()`` (run.sh calls it) serve whatever copy an earlier run left."""
+    if not SNAPSHOT_TAKEN.is_file():
+        return f"{SNAPSHOT} predates the snapshot check or is incomplete"
+    taken = SNAPSHOT_TAKEN.stat().st_mtime
+    for path in (REPO / "ts").rglob("*"):
+        if "__pycache__" not in path.parts and path.is_file() and path.stat().st_mtime > taken:
+            return f"{path.relative_to(REPO)} changed after {SNAPSHOT} was taken"
+    return None
 
 
 def kinds() -> dict[str, ServerKind]:
@@ -123,6 +139,10 @@ def kinds() -> dict[str, ServerKind]:
     quiet.write_text(QUIET_LOG4J2)
     if (SNAPSHOT / "ts" / "frontend" / "tserve-frontend.jar").is_file():
         tserve_path = str(SNAPSHOT)
+        why = stale_snapshot()
+        if why:
+            print(f"WARNING: tserve runs from {SNAPSHOT}, not from the working tree: {why}; "
+                  "refresh it with benchmarks.servers.snapshot_tserve() (run.sh does)", file=sys.stderr)
     else:
         tserve_path = f"{REPO}:{REPO / 'model-archiver'}"
     ts_bin = BENCH_VENV / "bin" / "torchserve"
