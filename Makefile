@@ -4,15 +4,12 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
-GRADLE := gradle --offline --no-daemon -q
+GRADLE := gradle --no-daemon -q
 # Debian's gradle script prints the JVM banner on every call: keep it out of the output.
 JVM_BANNER := '^(openjdk version|OpenJDK Runtime|OpenJDK 64-Bit|WARNING: (A terminally deprecated|System::setSecurityManager|Please consider reporting this to the maintainers of org.gradle))'
 JAR := ts/frontend/tserve-frontend.jar
-APT_PACKAGES := openjdk-17-jdk-headless gradle protobuf-compiler protobuf-compiler-grpc-java-plugin \
-  libnetty-java libgrpc-java libprotobuf-java libguava-java libperfmark-java libgoogle-common-protos-java \
-  libanimal-sniffer-java liberror-prone-java libjsr305-java libgeronimo-annotation-1.3-spec-java \
-  libgoogle-gson-java libslf4j-java liblog4j2-java libjackson2-core-java libjackson2-databind-java \
-  libjackson2-annotations-java libyaml-snake-java junit4 libjacoco-java etcd-server
+# Java 17 and Debian's Gradle 4.4.1 build the frontend; every Java library and protoc come from Maven Central.
+APT_PACKAGES := openjdk-17-jdk-headless gradle etcd-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle gradle.properties
 

@@ -47,6 +47,17 @@ public final class ConfigKeys {
         k("grpc_management_max_connection_age_ms", Type.LONG, String.valueOf(Long.MAX_VALUE));
         k("grpc_inference_max_connection_age_grace_ms", Type.LONG, String.valueOf(Long.MAX_VALUE));
         k("grpc_management_max_connection_age_grace_ms", Type.LONG, String.valueOf(Long.MAX_VALUE));
+        // gRPC connection limits (both ports; docs/grpc.md, "Limits"): HTTP/2 abuse and idle clients
+        k("grpc_max_connections", Type.INT, "1024");             // open connections per port; more are closed at accept
+        k("grpc_max_concurrent_streams", Type.INT, "128");       // calls in flight on one connection
+        k("grpc_max_rst_frames_per_window", Type.INT, "200");    // RST_STREAMs a client may send per window, then GOAWAY
+        k("grpc_rst_frames_window_s", Type.INT, "10");
+        k("grpc_keepalive_time_ms", Type.LONG, "7200000");       // server PINGs an idle connection this often
+        k("grpc_keepalive_timeout_ms", Type.LONG, "20000");      // and closes it without a PING ack by then
+        k("grpc_permit_keepalive_time_ms", Type.LONG, "300000"); // clients PINGing more often get GOAWAY
+        k("grpc_permit_keepalive_without_calls", Type.BOOL, "false");
+        k("grpc_max_connection_idle_ms", Type.LONG, "0");        // 0 = idle connections stay open
+        k("enable_grpc_reflection", Type.BOOL, "true");
         k("enable_grpc_ssl", Type.BOOL, "false");
         k("private_key_file", Type.STRING, null);    // PEM key for https:// addresses and gRPC TLS (enable_grpc_ssl)
         k("certificate_file", Type.STRING, null);    // PEM certificate (chain) for the same
@@ -111,6 +122,7 @@ public final class ConfigKeys {
         // connections (all HTTP connectors together; 0 = no cap) and their time limits in seconds (0 = none):
         // idle = no request in flight and no traffic; read = from a request's first byte to its last
         k("max_connections", Type.INT, "10000");
+        k("use_native_io", Type.BOOL, "true");   // Linux epoll for every socket (false, or not loadable: Java NIO)
         k("connection_idle_timeout", Type.INT, "120");
         k("request_read_timeout", Type.INT, "60");
         // per-model pip installs (install_py_dep_per_model): seconds pip may run (0 = no limit), and
@@ -130,7 +142,6 @@ public final class ConfigKeys {
         // TorchServe keys accepted for compatibility but without effect in tserve
         ignored("async_logging", Type.BOOL, "false");
         ignored("prefer_direct_buffer", Type.BOOL, "false");
-        ignored("use_native_io", Type.BOOL, "true");
         ignored("io_ratio", Type.INT, "50");
         ignored("use_env_allowed_urls", Type.BOOL, "false");
         ignored("ts_open_inference_protocol", Type.BOOL, "false");

@@ -5,6 +5,7 @@ import io.netty.buffer.Unpooled;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.handler.codec.http.DefaultFullHttpResponse;
 import io.netty.handler.codec.http.DefaultHttpContent;
+import io.netty.handler.codec.http.DefaultHttpHeadersFactory;
 import io.netty.handler.codec.http.DefaultHttpResponse;
 import io.netty.handler.codec.http.DefaultLastHttpContent;
 import io.netty.handler.codec.http.FullHttpResponse;
@@ -32,6 +33,9 @@ import org.tserve.wlm.protocol.Response;
  */
 final class HttpJobResponder implements JobResponder {
     private static final Logger LOG = Logging.logger(HttpJobResponder.class);
+    /** Headers Netty does not validate again: problem() has checked the handler's names and values. */
+    private static final DefaultHttpHeadersFactory UNCHECKED_HEADERS =
+            DefaultHttpHeadersFactory.headersFactory().withValidation(false);
     private final Exchange ex;
     private boolean streaming;
     private int streamStatus;
@@ -110,7 +114,8 @@ final class HttpJobResponder implements JobResponder {
             try {
                 // not validated again by Netty: problem() checked the handler's names and values
                 resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, status(r.status(), r.message()),
-                        Unpooled.wrappedBuffer(r.body()), false);
+                        Unpooled.wrappedBuffer(r.body()), UNCHECKED_HEADERS,
+                        DefaultHttpHeadersFactory.trailersFactory().withValidation(false));
                 copyHeaders(r, resp.headers());
             } catch (RuntimeException e) {   // anything else Netty refuses: still one answer
                 unsendable("it was refused: " + e.getMessage());

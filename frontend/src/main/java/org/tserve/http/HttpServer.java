@@ -4,9 +4,7 @@ import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.nio.NioEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
-import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.handler.codec.http.HttpServerCodec;
 import io.netty.handler.ssl.SslContext;
 import java.net.BindException;
@@ -20,6 +18,7 @@ import org.tserve.ServerExtension;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
+import org.tserve.util.NettyTransport;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.workflow.WorkflowRegistry;
 
@@ -33,7 +32,8 @@ public final class HttpServer {
     private final ModelManager models;
     private final List<ServerExtension> extensions;
     private final WorkflowRegistry workflows;
-    private final EventLoopGroup boss = new NioEventLoopGroup(1);
+    private final NettyTransport transport;
+    private final EventLoopGroup boss;
     private final EventLoopGroup workers;
     private final ExecutorService blocking = Executors.newCachedThreadPool(r -> {
         Thread t = new Thread(r, "management");
@@ -53,7 +53,9 @@ public final class HttpServer {
         this.extensions = extensions;
         // workflow archives are extracted beside the models' (<tmpdir>/workflows/<uuid>/)
         this.workflows = new WorkflowRegistry(models, cfg, java.nio.file.Paths.get(System.getProperty("java.io.tmpdir")));
-        this.workers = new NioEventLoopGroup(nettyThreads(cfg.getInt("number_of_netty_threads")));
+        this.transport = NettyTransport.choose(cfg.getBool("use_native_io")).logFor("REST");
+        this.boss = transport.newGroup(1, "http-accept");
+        this.workers = transport.newGroup(nettyThreads(cfg.getInt("number_of_netty_threads")), "http");
     }
 
     /**
@@ -93,7 +95,7 @@ public final class HttpServer {
         int maxConnections = cfg.getInt("max_connections");
         int idle = cfg.getInt("connection_idle_timeout");
         int read = cfg.getInt("request_read_timeout");
-        ServerBootstrap b = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
+        ServerBootstrap b = new ServerBootstrap().group(boss, workers).channel(transport.serverChannel())
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel ch) {

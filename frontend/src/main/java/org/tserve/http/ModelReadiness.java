@@ -2,10 +2,8 @@ package org.tserve.http;
 
 import com.google.gson.JsonObject;
 import io.netty.handler.codec.http.HttpMethod;
-import org.tserve.wlm.ModelDescription;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerState;
 
 /**
  * Per-model readiness for KServe's probes ({@code GET /v1/models/{m}}, {@code GET
@@ -19,12 +17,7 @@ final class ModelReadiness {
     /** A version of the model (null = its default version) has a READY worker; 404 when unknown. */
     static boolean ready(ModelManager models, String model, String version) throws HttpError {
         try {
-            for (ModelDescription d : models.describe(model, version)) {
-                if (d.workers().stream().anyMatch(w -> w.state() == WorkerState.READY)) {
-                    return true;
-                }
-            }
-            return false;
+            return models.hasReadyWorker(model, version);
         } catch (WlmException e) {
             throw new HttpError(e.getStatus(), e.getMessage());
         }

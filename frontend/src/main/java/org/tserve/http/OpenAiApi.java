@@ -199,6 +199,9 @@ final class OpenAiApi {
      */
     static String modelField(String body) throws IOException, ModelFieldException {
         JsonReader r = new JsonReader(new StringReader(body));
+        // only the top level is read; deeper values are skipped without recursion (the worker judges them),
+        // and the request size already bounds the reader's depth stack
+        r.setNestingLimit(Integer.MAX_VALUE);
         if (r.peek() != JsonToken.BEGIN_OBJECT) {
             throw new IllegalStateException("found " + r.peek().name().toLowerCase(java.util.Locale.ROOT));
         }

@@ -60,6 +60,7 @@ public final class OneLineMessage implements Message, StringBuilderFormattable {
     }
 
     @Override
+    @SuppressWarnings("deprecation")   // still part of log4j's Message interface; layouts may call it
     public String getFormat() {
         return text;
     }

@@ -124,6 +124,16 @@ public final class ModelManager {
         return describer.describe(name, version);
     }
 
+    /** A version of the model (null = its default version) has a READY worker (readiness probes); unknown: 404. */
+    public boolean hasReadyWorker(String name, String version) throws WlmException {
+        for (ModelDescription d : describer.describe(name, version)) {
+            if (d.workers().stream().anyMatch(w -> w.state() == WorkerState.READY)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /**
      * One page of the model list (default versions, sorted by name). {@code limit} outside
      * 0..100 means 100; a negative page token means 0.

@@ -82,7 +82,7 @@ public class InputParserTest {
     @Test
     public void aFailedMultipartDecodeReleasesWhatItDecoded() {
         // no thread caches: a released buffer goes back to its arena at once (the count is exact)
-        PooledByteBufAllocator alloc = new PooledByteBufAllocator(true, 0, 1, 8192, 11, 0, 0, 0, false);
+        PooledByteBufAllocator alloc = new PooledByteBufAllocator(true, 0, 1, 8192, 11, 0, 0, false);
         String good = "--XX\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n" + "v".repeat(4096) + "\r\n";
         String[] bodies = {
             good + "--XX\r\nContent-Disposition: form-data; name=\"b\"\r\nContent-Type: multipart/mixed\r\n\r\nw\r\n--XX--\r\n",

@@ -25,7 +25,7 @@ public final class LogCapture extends ExternalResource {
 
     public LogCapture(String loggerName, String pattern) {
         this.loggerName = loggerName;
-        this.layout = PatternLayout.newBuilder().withPattern(pattern).withAlwaysWriteExceptions(false).build();
+        this.layout = PatternLayout.newBuilder().setPattern(pattern).setAlwaysWriteExceptions(false).build();
     }
 
     /** The lines so far. */
