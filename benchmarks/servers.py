@@ -96,7 +96,7 @@ def snapshot_tserve(attempts: int = 5) -> dict[str, str]:
     jar = REPO / "ts" / "frontend" / "tserve-frontend.jar"
     if not jar.is_file():
         raise ServerError(f"{jar} is missing: build it with 'make install' "
-                          "(or 'gradle --offline packageJar')")
+                          "(or 'gradle --no-daemon packageJar')")
     for attempt in range(attempts):
         if SNAPSHOT.exists():
             shutil.rmtree(SNAPSHOT)
@@ -160,6 +160,9 @@ def kinds() -> dict[str, ServerKind]:
         "tserve-tuned": ServerKind("tserve-tuned", tserve_cli, env={"PYTHONPATH": tserve_path},
                                    drop_env=("TS_CONFIG_FILE",),
                                    extra_config={"vmargs": TUNED_VMARGS}),
+        # Java's NIO instead of Linux's native epoll transport (use_native_io=false): the transport, side by side.
+        "tserve-nio": ServerKind("tserve-nio", tserve_cli, env={"PYTHONPATH": tserve_path},
+                                 drop_env=("TS_CONFIG_FILE",), extra_config={"use_native_io": "false"}),
         # Workers started cold (no zygote): what warm starts change, measured side by side.
         "tserve-cold": ServerKind("tserve-cold", tserve_cli, env={"PYTHONPATH": tserve_path},
                                   drop_env=("TS_CONFIG_FILE",), extra_config={"warm_worker_start": "false"}),
@@ -179,7 +182,7 @@ def _base_tree_kind(tserve_cli: Path) -> dict[str, ServerKind]:
     base = Path(tree).resolve()
     if not (base / "ts" / "frontend" / "tserve-frontend.jar").is_file():
         raise ServerError(f"TSERVE_BASE_TREE={base}: no ts/frontend/tserve-frontend.jar there; build it first "
-                          "(gradle --offline --no-daemon -q packageJar in that tree)")
+                          "(gradle --no-daemon -q packageJar in that tree)")
     return {"tserve-base": ServerKind("tserve-base", tserve_cli, env={"PYTHONPATH": f"{base}:{base / 'model-archiver'}"},
                                       drop_env=("TS_CONFIG_FILE",))}
 
