@@ -13,7 +13,7 @@ APT_PACKAGES := openjdk-17-jdk-headless gradle etcd-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle gradle.properties
 
-.PHONY: install apt venv jar demo test test-java test-python bench lint clean
+.PHONY: install apt venv jar dist java-deps demo test test-java test-python bench lint clean
 
 install: apt venv jar .venv/.installed .venv/.large
 
@@ -49,6 +49,43 @@ $(JAR): $(FRONTEND_SOURCES) | apt
 	@$(PY) -c "import deepspeed" 2>/dev/null || DS_BUILD_OPS=0 $(PIP) install --no-build-isolation -c constraints.txt deepspeed==0.19.8
 	@touch $@
 
+# dist/: the wheel (the frontend jar inside, the one `make jar` built, so setup.py skips Gradle) and
+# the sdist (the Gradle build and the Java sources, for `pip install` to build the jar; see MANIFEST.in).
+# Built by the venv's setuptools, without torch: .venv/.build-tools installs setuptools>=77 when it is older.
+VERSION := $(shell cat ts/version.txt)
+WHEEL := dist/tserve-$(VERSION)-py3-none-any.whl
+SDIST := dist/tserve-$(VERSION).tar.gz
+PACKAGE_SOURCES := $(shell find ts model-archiver -type f -not -path '*/__pycache__/*' -not -name '*.py[cod]' -not -name '*.jar' 2>/dev/null) \
+	pyproject.toml setup.py MANIFEST.in README.md
+# setuptools' work directories: a stale file list (tserve.egg-info/SOURCES.txt) or build/lib would leak old files.
+BUILD_LEFTOVERS := build tserve.egg-info
+# Runs a build quietly, printing its output only when it fails.
+QUIET = out=$$($(1) 2>&1) || { echo "$$out"; exit 1; }
+
+dist: $(WHEEL) $(SDIST)
+
+.venv/.build-tools:
+	@test -x $(PY) || python3 -m venv .venv
+	@$(PY) -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null || \
+	  { echo "Installing setuptools into .venv (builds the wheel and the sdist)"; $(PIP) install 'setuptools>=77'; }
+	@mkdir -p $(@D) && touch $@
+
+$(WHEEL): $(PACKAGE_SOURCES) $(JAR) | .venv/.build-tools
+	@echo "Building $@"
+	@rm -rf $(BUILD_LEFTOVERS) $@
+	@$(call QUIET,TSERVE_SKIP_JAVA_BUILD=1 $(PIP) wheel --no-deps --no-build-isolation -w dist .)
+	@rm -rf $(BUILD_LEFTOVERS)
+
+$(SDIST): $(PACKAGE_SOURCES) $(FRONTEND_SOURCES) config.properties constraints.txt | .venv/.build-tools
+	@echo "Building $@"
+	@rm -rf $(BUILD_LEFTOVERS) $@
+	@$(call QUIET,$(PY) -c "from setuptools import build_meta as b; b.build_sdist('dist')")
+	@rm -rf $(BUILD_LEFTOVERS)
+
+# The frontend's resolved Java dependency tree (Maven Central coordinates and versions, as the jar bundles them).
+java-deps: | apt
+	@$(GRADLE) :frontend:dependencies --configuration runtimeClasspath 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
+
 # The demo needs neither DeepSpeed nor the other large-model libraries (make install adds them).
 demo: apt venv jar .venv/.installed
 	@bash examples/image_classifier/demo.sh
@@ -73,4 +110,4 @@ lint: install
 	@$(GRADLE) lintJava 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
 clean:
-	rm -rf build frontend/build $(JAR) .pytest_cache .hypothesis .coverage .coverage.*
+	rm -rf build dist tserve.egg-info frontend/build $(JAR) .pytest_cache .hypothesis .coverage .coverage.*
