@@ -18,7 +18,7 @@ FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle 
 install: apt venv jar .venv/.installed .venv/.large
 
 apt:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f '$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing apt packages: $$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
@@ -26,8 +26,10 @@ apt:
 
 venv: .venv/.torch
 
-.venv/.torch:
-	@test -x $(PY) || python3 -m venv .venv
+$(PY):
+	@python3 -m venv .venv
+
+.venv/.torch: | $(PY)
 	@$(PY) -c "import torch" 2>/dev/null || { echo "Installing torch==2.13.0 (CPU wheel)"; $(PIP) install torch==2.13.0; }
 	@touch $@
 
@@ -59,28 +61,27 @@ PACKAGE_SOURCES := $(shell find ts model-archiver -type f -not -path '*/__pycach
 	pyproject.toml setup.py MANIFEST.in README.md
 # setuptools' work directories: a stale file list (tserve.egg-info/SOURCES.txt) or build/lib would leak old files.
 BUILD_LEFTOVERS := build tserve.egg-info
-# Runs a build quietly, printing its output only when it fails.
-QUIET = out=$$($(1) 2>&1) || { echo "$$out"; exit 1; }
+# $(call SETUPTOOLS_BUILD,command): one build into dist/, its output printed only when it fails.
+define SETUPTOOLS_BUILD
+	@echo "Building $@"
+	@rm -rf $(BUILD_LEFTOVERS) $@
+	@out=$$($(1) 2>&1) || { echo "$$out"; exit 1; }
+	@rm -rf $(BUILD_LEFTOVERS)
+endef
 
 dist: $(WHEEL) $(SDIST)
 
-.venv/.build-tools:
-	@test -x $(PY) || python3 -m venv .venv
+.venv/.build-tools: | $(PY)
 	@$(PY) -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null || \
 	  { echo "Installing setuptools into .venv (builds the wheel and the sdist)"; $(PIP) install 'setuptools>=77'; }
 	@mkdir -p $(@D) && touch $@
 
 $(WHEEL): $(PACKAGE_SOURCES) $(JAR) | .venv/.build-tools
-	@echo "Building $@"
-	@rm -rf $(BUILD_LEFTOVERS) $@
-	@$(call QUIET,TSERVE_SKIP_JAVA_BUILD=1 $(PIP) wheel --no-deps --no-build-isolation -w dist .)
-	@rm -rf $(BUILD_LEFTOVERS)
+	$(call SETUPTOOLS_BUILD,TSERVE_SKIP_JAVA_BUILD=1 $(PIP) wheel --no-deps --no-build-isolation -w dist .)
 
-$(SDIST): $(PACKAGE_SOURCES) $(FRONTEND_SOURCES) config.properties constraints.txt | .venv/.build-tools
-	@echo "Building $@"
-	@rm -rf $(BUILD_LEFTOVERS) $@
-	@$(call QUIET,$(PY) -c "from setuptools import build_meta as b; b.build_sdist('dist')")
-	@rm -rf $(BUILD_LEFTOVERS)
+# after the wheel (order only): both builds use build/ and tserve.egg-info, so `make -j` must not overlap them
+$(SDIST): $(PACKAGE_SOURCES) $(FRONTEND_SOURCES) config.properties constraints.txt | .venv/.build-tools $(WHEEL)
+	$(call SETUPTOOLS_BUILD,$(PY) -c "from setuptools import build_meta as b; b.build_sdist('dist')")
 
 # The frontend's resolved Java dependency tree (Maven Central coordinates and versions, as the jar bundles them).
 java-deps: | apt
@@ -92,11 +93,11 @@ demo: apt venv jar .venv/.installed
 
 test: install test-java test-python
 
-test-java:
+test-java: | apt
 	@echo "== Java tests"
 	@$(GRADLE) test javaCoverage 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
-test-python:
+test-python: install
 	@echo "== Python tests"
 	@rm -f .coverage .coverage.*
 	@HF_HUB_OFFLINE=1 $(PY) -m pytest --cov --cov-report=term:skip-covered -q
