@@ -13,12 +13,12 @@ APT_PACKAGES := openjdk-17-jdk-headless gradle etcd-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle gradle.properties
 
-.PHONY: install apt venv jar demo test test-java test-python bench lint clean
+.PHONY: install apt venv jar dist java-deps demo test test-java test-python bench lint clean
 
 install: apt venv jar .venv/.installed .venv/.large
 
 apt:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f '$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing apt packages: $$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
@@ -26,8 +26,10 @@ apt:
 
 venv: .venv/.torch
 
-.venv/.torch:
-	@test -x $(PY) || python3 -m venv .venv
+$(PY):
+	@python3 -m venv .venv
+
+.venv/.torch: | $(PY)
 	@$(PY) -c "import torch" 2>/dev/null || { echo "Installing torch==2.13.0 (CPU wheel)"; $(PIP) install torch==2.13.0; }
 	@touch $@
 
@@ -49,17 +51,53 @@ $(JAR): $(FRONTEND_SOURCES) | apt
 	@$(PY) -c "import deepspeed" 2>/dev/null || DS_BUILD_OPS=0 $(PIP) install --no-build-isolation -c constraints.txt deepspeed==0.19.8
 	@touch $@
 
+# dist/: the wheel (the frontend jar inside, the one `make jar` built, so setup.py skips Gradle) and
+# the sdist (the Gradle build and the Java sources, for `pip install` to build the jar; see MANIFEST.in).
+# Built by the venv's setuptools, without torch: .venv/.build-tools installs setuptools>=77 when it is older.
+VERSION := $(shell cat ts/version.txt)
+WHEEL := dist/tserve-$(VERSION)-py3-none-any.whl
+SDIST := dist/tserve-$(VERSION).tar.gz
+PACKAGE_SOURCES := $(shell find ts model-archiver -type f -not -path '*/__pycache__/*' -not -name '*.py[cod]' -not -name '*.jar' 2>/dev/null) \
+	pyproject.toml setup.py MANIFEST.in README.md
+# setuptools' work directories: a stale file list (tserve.egg-info/SOURCES.txt) or build/lib would leak old files.
+BUILD_LEFTOVERS := build tserve.egg-info
+# $(call SETUPTOOLS_BUILD,command): one build into dist/, its output printed only when it fails.
+define SETUPTOOLS_BUILD
+	@echo "Building $@"
+	@rm -rf $(BUILD_LEFTOVERS) $@
+	@out=$$($(1) 2>&1) || { echo "$$out"; exit 1; }
+	@rm -rf $(BUILD_LEFTOVERS)
+endef
+
+dist: $(WHEEL) $(SDIST)
+
+.venv/.build-tools: | $(PY)
+	@$(PY) -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null || \
+	  { echo "Installing setuptools into .venv (builds the wheel and the sdist)"; $(PIP) install 'setuptools>=77'; }
+	@mkdir -p $(@D) && touch $@
+
+$(WHEEL): $(PACKAGE_SOURCES) $(JAR) | .venv/.build-tools
+	$(call SETUPTOOLS_BUILD,TSERVE_SKIP_JAVA_BUILD=1 $(PIP) wheel --no-deps --no-build-isolation -w dist .)
+
+# after the wheel (order only): both builds use build/ and tserve.egg-info, so `make -j` must not overlap them
+$(SDIST): $(PACKAGE_SOURCES) $(FRONTEND_SOURCES) config.properties constraints.txt | .venv/.build-tools $(WHEEL)
+	$(call SETUPTOOLS_BUILD,$(PY) -c "from setuptools import build_meta as b; b.build_sdist('dist')")
+
+# The frontend's resolved Java dependency tree (Maven Central coordinates and versions, as the jar bundles them).
+java-deps: | apt
+	@$(GRADLE) :frontend:dependencies --configuration runtimeClasspath 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
+
 # The demo needs neither DeepSpeed nor the other large-model libraries (make install adds them).
 demo: apt venv jar .venv/.installed
 	@bash examples/image_classifier/demo.sh
 
 test: install test-java test-python
 
-test-java:
+test-java: | apt
 	@echo "== Java tests"
 	@$(GRADLE) test javaCoverage 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
-test-python:
+test-python: install
 	@echo "== Python tests"
 	@rm -f .coverage .coverage.*
 	@HF_HUB_OFFLINE=1 $(PY) -m pytest --cov --cov-report=term:skip-covered -q
@@ -73,4 +111,4 @@ lint: install
 	@$(GRADLE) lintJava 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
 clean:
-	rm -rf build frontend/build $(JAR) .pytest_cache .hypothesis .coverage .coverage.*
+	rm -rf build dist tserve.egg-info frontend/build $(JAR) .pytest_cache .hypothesis .coverage .coverage.*
