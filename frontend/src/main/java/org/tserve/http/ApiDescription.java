@@ -15,8 +15,9 @@ import java.util.Map;
 record ApiDescription(boolean tokenAuth, boolean clusterMember) {
     /** Answers on every connector that no single route documents (they come before routing). */
     private static final String CONNECTION_ANSWERS = " Any request may also get 408 (request_read_timeout), 413 "
-            + "(max_request_size), 417 (an Expect other than 100-continue) or 503 (max_connections), each with the "
-            + "JSON error body.";
+            + "(max_request_size, counted after decompressing a Content-Encoding: gzip or deflate body), 414 or 431 "
+            + "(request line above 8192 bytes, headers above 65536), 415 (another Content-Encoding), 417 (an Expect "
+            + "other than 100-continue) or 503 (max_connections), each with the JSON error body.";
 
     JsonObject inference() {
         OpenApiBuilder d = start("Inference API", "TorchServe-compatible inference API served by tserve.");

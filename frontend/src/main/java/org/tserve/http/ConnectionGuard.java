@@ -60,7 +60,7 @@ final class ConnectionGuard {
         if (tls) {
             ch.close();
         } else {
-            FullHttpResponse r = SizeLimitedAggregator.error(HttpResponseStatus.SERVICE_UNAVAILABLE,
+            FullHttpResponse r = EarlyErrors.error(HttpResponseStatus.SERVICE_UNAVAILABLE,
                     "ServiceUnavailableException", "Too many open connections: the server's max_connections (" + max
                             + ") is reached; retry later");
             r.headers().set(HttpHeaderNames.CONNECTION, "close");
@@ -172,7 +172,7 @@ final class ConnectionGuard {
             channel.close();
             return;
         }
-        FullHttpResponse r = SizeLimitedAggregator.error(HttpResponseStatus.REQUEST_TIMEOUT, "RequestTimeoutException",
+        FullHttpResponse r = EarlyErrors.error(HttpResponseStatus.REQUEST_TIMEOUT, "RequestTimeoutException",
                 "The request was not received completely within request_read_timeout (" + readMillis / 1000 + " s)");
         r.headers().set(HttpHeaderNames.CONNECTION, "close");
         // straight to the codec's encoder (the pipeline's head side), past the request state

@@ -43,6 +43,24 @@ public final class HttpError extends Exception {
         }
     }
 
+    /**
+     * A request Netty's decoder could not read: a request line or headers above their caps
+     * (414 / 431, naming the cap), else 400 with Netty's reason. Netty sends such a request on
+     * as HTTP/1.0, so the answer closes the connection (the rest of the bytes are not a request).
+     */
+    static HttpError undecodable(Throwable cause) {
+        if (cause instanceof io.netty.handler.codec.http.TooLongHttpHeaderException) {
+            return new HttpError(431, "RequestHeaderFieldsTooLargeException", "The request's headers are larger than "
+                    + HttpServer.MAX_HEADER_SIZE + " bytes (tserve's fixed limit); send fewer or shorter headers");
+        }
+        if (cause instanceof io.netty.handler.codec.http.TooLongHttpLineException) {
+            return new HttpError(414, "UriTooLongException", "The request line (method, URI, version) is longer than "
+                    + HttpServer.MAX_REQUEST_LINE + " bytes (tserve's fixed limit); send a shorter URI, "
+                    + "with long data in the body");
+        }
+        return new HttpError(400, "Invalid HTTP request: " + cause);
+    }
+
     static HttpError notFound() {
         return new HttpError(404, "ResourceNotFoundException", "Requested resource is not found, please refer to API document.");
     }

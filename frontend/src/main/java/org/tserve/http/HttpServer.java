@@ -5,6 +5,7 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
+import io.netty.handler.codec.http.HttpDecoderConfig;
 import io.netty.handler.codec.http.HttpServerCodec;
 import io.netty.handler.ssl.SslContext;
 import java.net.BindException;
@@ -27,6 +28,15 @@ import org.tserve.wlm.workflow.WorkflowRegistry;
  * {@code https://} addresses speak TLS ({@link TlsContexts}).
  */
 public final class HttpServer {
+    /**
+     * The request line's and the headers' caps (TorchServe has no keys for them: Netty's defaults,
+     * 4096 and 8192, there). Above them Netty's decoder fails the request: 414 / 431, see
+     * {@link HttpError#undecodable}.
+     */
+    static final int MAX_REQUEST_LINE = 8192;
+    static final int MAX_HEADER_SIZE = 65536;
+    /** Netty hands a body on in pieces of at most this size (no limit on the body: max_request_size is). */
+    static final int MAX_CHUNK_SIZE = 65536;
     private final ConfigManager cfg;
     private final TokenAuthorization tokens;
     private final ModelManager models;
@@ -107,8 +117,9 @@ public final class HttpServer {
                         }
                         ConnectionGuard guard = new ConnectionGuard(idle, read);
                         ch.pipeline().addLast(guard.bytes());
-                        ch.pipeline().addLast(new HttpServerCodec(8192, 65536, 65536));
+                        ch.pipeline().addLast(new HttpServerCodec(decoderConfig()));
                         ch.pipeline().addLast(guard.messages());
+                        ch.pipeline().addLast(new RequestDecompressor(maxRequest));
                         ch.pipeline().addLast(new SizeLimitedAggregator(maxRequest));
                         ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, inference, management, workflowApi,
                                 extensions, description));
@@ -124,6 +135,11 @@ public final class HttpServer {
             }
             throw new ConfigException("Cannot bind " + key + " " + a + ": " + e);
         }
+    }
+
+    static HttpDecoderConfig decoderConfig() {
+        return new HttpDecoderConfig().setMaxInitialLineLength(MAX_REQUEST_LINE).setMaxHeaderSize(MAX_HEADER_SIZE)
+                .setMaxChunkSize(MAX_CHUNK_SIZE);
     }
 
     /** Stops accepting new connections (open connections keep getting their answers). */

@@ -6,6 +6,7 @@ import io.netty.handler.codec.http.FullHttpRequest;
 import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.HttpUtil;
 import io.netty.handler.codec.http.QueryStringDecoder;
 import java.util.ArrayList;
 import java.util.List;
@@ -71,10 +72,14 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
 
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
+        if (!req.decoderResult().isSuccess()) {
+            // Netty's decoder skips the rest of the connection's bytes: the answer closes it
+            HttpUtil.setKeepAlive(req, false);
+        }
         Exchange ex = new Exchange(ctx, req, cfg);
         try {
             if (!req.decoderResult().isSuccess()) {
-                throw new HttpError(400, "Invalid HTTP request: " + req.decoderResult().cause());
+                throw HttpError.undecodable(req.decoderResult().cause());
             }
             QueryStringDecoder q = new QueryStringDecoder(req.uri());
             String[] seg = decode(req.uri(), q);
