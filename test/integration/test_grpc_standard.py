@@ -385,13 +385,17 @@ def admitted(port: int) -> RawH2 | None:
     return None
 
 
-def test_connection_cap(capped) -> None:
+def test_connection_cap(capped, stubs) -> None:
     port = capped.grpc_inference_port
     # earlier tests' connections may still be closing on the server: poll until two are taken
     first = harness.wait_for(lambda: admitted(port), DEADLINE, what="a first connection")
     second = harness.wait_for(lambda: admitted(port), DEADLINE, what="a second connection")
     try:
         assert admitted(port) is None  # the third is closed before any HTTP/2 byte
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:  # a grpc client sees UNAVAILABLE
+            with pytest.raises(grpc.RpcError) as refused:
+                stubs.inference_pb2_grpc.InferenceAPIsServiceStub(ch).Ping(stubs.empty(), timeout=DEADLINE)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, refused.value
         for raw in (first, second):  # the first two still work
             raw.conn.ping(b"stillup!")
             raw.flush()
