@@ -136,6 +136,9 @@ public final class ModelServer {
                 cfg.getLong("max_archive_extracted_size"), cfg.getLong("max_archive_entries"),
                 cfg.getLong("max_archive_compression_ratio")));
         models = new ModelManager(cfg, env, Paths.get(System.getProperty("java.io.tmpdir")));
+        // from before the first port opens (gRPC's, in an extension): /ping, readiness and gRPC health
+        // say Unhealthy / NOT_SERVING until the startup models are loaded
+        models.setLoadingStartupModels(true);
         Runtime.getRuntime().addShutdownHook(new Thread(this::shutdownAndHalt, "shutdown"));
         for (ServerExtension e : ServiceLoader.load(ServerExtension.class)) {
             e.start(new ServerContext(cfg, models, tokens));
@@ -146,7 +149,6 @@ public final class ModelServer {
         }
         http = new HttpServer(cfg, tokens, models, extensions);
         http.start();
-        models.setLoadingStartupModels(true);   // /ping and readiness say Unhealthy until they are loaded
         try {
             ModelSnapshot snapshot = cfg.getModelSnapshot();
             if (snapshot != null) {

@@ -9,6 +9,8 @@ import java.util.Set;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import org.apache.logging.log4j.Logger;
+import org.tserve.util.Logging;
 import org.tserve.wlm.Health;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.WlmException;
@@ -21,6 +23,7 @@ import org.tserve.wlm.WlmException;
  * none, and NOT_FOUND once the model is unregistered. At shutdown everything turns NOT_SERVING.
  */
 final class GrpcHealth {
+    private static final Logger LOG = Logging.logger(GrpcHealth.class);
     static final long PERIOD_MS = 250;
 
     private final ModelManager models;
@@ -37,12 +40,21 @@ final class GrpcHealth {
         this.models = models;
         this.serviceNames = serviceNames;
         refresh();
-        poller.scheduleWithFixedDelay(this::refresh, PERIOD_MS, PERIOD_MS, TimeUnit.MILLISECONDS);
+        poller.scheduleWithFixedDelay(this::refreshQuietly, PERIOD_MS, PERIOD_MS, TimeUnit.MILLISECONDS);
     }
 
     /** The service to add to both gRPC servers. */
     BindableService service() {
         return status.getHealthService();
+    }
+
+    /** One failed refresh must not end the polling (an exception would cancel the schedule for good). */
+    private void refreshQuietly() {
+        try {
+            refresh();
+        } catch (RuntimeException e) {
+            LOG.warn("gRPC health: cannot read the models' state: " + e);
+        }
     }
 
     private void refresh() {

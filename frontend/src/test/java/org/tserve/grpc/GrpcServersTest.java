@@ -1,6 +1,7 @@
 package org.tserve.grpc;
 
 import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertTrue;
 import static org.junit.Assert.fail;
 
@@ -9,6 +10,10 @@ import com.google.gson.JsonParser;
 import com.google.protobuf.ByteString;
 import com.google.protobuf.Empty;
 import io.grpc.ManagedChannel;
+import io.grpc.health.v1.HealthCheckRequest;
+import io.grpc.health.v1.HealthCheckResponse;
+import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
+import io.grpc.health.v1.HealthGrpc;
 import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -34,6 +39,7 @@ import org.pytorch.serve.grpc.management.ManagementAPIsServiceGrpc;
 import org.pytorch.serve.grpc.management.RegisterModelRequest;
 import org.pytorch.serve.grpc.management.ScaleWorkerRequest;
 import org.pytorch.serve.grpc.management.UnregisterModelRequest;
+import org.pytorch.serve.grpc.openinference.GRPCInferenceServiceGrpc;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.Arguments;
 import org.tserve.config.ConfigManager;
@@ -51,6 +57,11 @@ public class GrpcServersTest {
     private ManagedChannel managementChannel;
 
     private void start(boolean tokenAuth, boolean modelApi) throws IOException {
+        start(tokenAuth, modelApi, false);
+    }
+
+    /** {@code loadingStartupModels}: the model manager says so from before the servers start, as ModelServer's does. */
+    private void start(boolean tokenAuth, boolean modelApi, boolean loadingStartupModels) throws IOException {
         File store = tmp.newFolder("store");
         File props = tmp.newFile("config.properties");
         Files.write(props.toPath(), ("grpc_inference_port=0\ngrpc_management_port=0\nmodel_store=" + store
@@ -61,6 +72,7 @@ public class GrpcServersTest {
         ConfigManager cfg = new ConfigManager(args, new HashMap<>());
         models = new ModelManager(cfg, new WorkerEnvironment("python3", tmp.newFolder("sock").toPath(),
             tmp.getRoot().getPath(), null, true, false, "", true, ""), tmp.newFolder("t").toPath());
+        models.setLoadingStartupModels(loadingStartupModels);
         TokenAuthorization auth = new TokenAuthorization(tokenAuth, tmp.getRoot().toPath().resolve("key_file.json"), 60);
         auth.init();
         servers = GrpcServers.start(cfg, models, auth);
@@ -177,5 +189,52 @@ public class GrpcServersTest {
         Metadata mm = new Metadata();
         mm.put(Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER), "Bearer " + managementKey);
         management().withInterceptors(MetadataUtils.newAttachHeadersInterceptor(mm)).listModels(ListModelsRequest.getDefaultInstance());
+    }
+
+    private static ServingStatus health(ManagedChannel channel, String service) {
+        return HealthGrpc.newBlockingStub(channel).withDeadlineAfter(20, TimeUnit.SECONDS)
+            .check(HealthCheckRequest.newBuilder().setService(service).build()).getStatus();
+    }
+
+    private static void awaitHealth(ManagedChannel channel, String service, ServingStatus want) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (health(channel, service) != want) {
+            assertTrue(service + " never became " + want, System.nanoTime() < deadline);
+            Thread.sleep(GrpcHealth.PERIOD_MS / 5);
+        }
+    }
+
+    @Test
+    public void healthFollowsTheStartupModelsWithoutToken() throws IOException, InterruptedException {
+        start(true, false, true);
+        for (ManagedChannel ch : new ManagedChannel[] {inferenceChannel, managementChannel}) {
+            assertEquals(ServingStatus.NOT_SERVING, health(ch, ""));   // from the first call on, no window
+            assertEquals(ServingStatus.NOT_SERVING, health(ch, InferenceAPIsServiceGrpc.SERVICE_NAME));
+        }
+        models.setLoadingStartupModels(false);
+        for (ManagedChannel ch : new ManagedChannel[] {inferenceChannel, managementChannel}) {
+            awaitHealth(ch, "", ServingStatus.SERVING);
+            for (String s : new String[] {InferenceAPIsServiceGrpc.SERVICE_NAME, ManagementAPIsServiceGrpc.SERVICE_NAME,
+                    GRPCInferenceServiceGrpc.SERVICE_NAME}) {
+                assertEquals(s, ServingStatus.SERVING, health(ch, s));
+            }
+            assertCode(Status.Code.NOT_FOUND, "", () -> health(ch, "nosuch"));
+        }
+    }
+
+    @Test
+    public void healthTurnsNotServingAtStop() throws IOException, InterruptedException {
+        start(false, false);
+        Iterator<HealthCheckResponse> watch = HealthGrpc.newBlockingStub(inferenceChannel).withDeadlineAfter(20, TimeUnit.SECONDS)
+            .watch(HealthCheckRequest.getDefaultInstance());
+        assertEquals(ServingStatus.SERVING, watch.next().getStatus());
+        GrpcServers stopping = servers;
+        servers = null;
+        Thread stopper = new Thread(stopping::stop, "stop");
+        stopper.start();
+        assertEquals(ServingStatus.NOT_SERVING, watch.next().getStatus());
+        inferenceChannel.shutdownNow();   // ends the watch: the server's stop need not wait for it
+        stopper.join(20_000);
+        assertFalse(stopper.isAlive());
     }
 }
