@@ -1,16 +1,19 @@
 """Metrics API and metric logs end to end against the real server.
 
 Prometheus mode: the frontend counters move with REST and gRPC requests, histograms have
-buckets, a handler-defined metric appears with its dimensions, `name[]` filters. Log mode:
+buckets, a handler-defined metric appears with its dimensions (also from continuous-batching
+handlers, both kinds), `name[]` filters. Log mode:
 TorchServe's metric log lines in ts_metrics.log / model_metrics.log, system metrics every
 `metric_time_interval`. A bad `metrics_config` stops startup with a clear message.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,7 @@ import harness
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
+HANDLERS = Path(__file__).resolve().parent / "handlers"
 
 HANDLER = textwrap.dedent('''
     """Echo handler that records a counter and a histogram through context.metrics."""
@@ -50,7 +54,8 @@ def metrics_yaml(path: Path) -> Path:
     """The default metrics.yaml plus the handler's two metrics."""
     cfg = yaml.safe_load((REPO / "ts" / "configs" / "metrics.yaml").read_text())
     cfg["model_metrics"]["counter"] = [
-        {"name": "InferenceCount", "unit": "Count", "dimensions": ["Kind", "ModelName", "Level"]}]
+        {"name": n, "unit": "Count", "dimensions": ["Kind", "ModelName", "Level"]}
+        for n in ("InferenceCount", "TokensStreamed", "SequencesFinished")]  # the last two: metered_stream_handler
     cfg["model_metrics"]["histogram"] = [
         {"name": "PayloadSize", "unit": "B", "dimensions": ["ModelName", "Kind"], "buckets": [4, 16, 64]}]
     path.write_text(yaml.safe_dump(cfg))
@@ -64,6 +69,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     handler.write_text(HANDLER)
     store = root / "store"
     harness.build_mar(store, "echo", handler)
+    cb = "continuousBatching: true\nbatchSize: 4\n"
+    harness.build_mar(store, "metered", HANDLERS / "metered_stream_handler.py", config_yaml=cb,
+                      extra_files=[HANDLERS / "counting_stream_handler.py"])
+    harness.build_mar(store, "tsgen", HANDLERS / "ts_generator_handler.py", config_yaml=cb)
     return store, metrics_yaml(root / "metrics.yaml")
 
 
@@ -147,6 +156,27 @@ def test_handler_metrics_appear_with_their_dimensions(prom) -> None:
     assert buckets["4.0"] <= buckets["16.0"] <= buckets["64.0"] <= buckets["+Inf"]
     assert buckets["64.0"] - buckets["16.0"] >= 1       # the 40-byte payload
     assert value(fams, "PayloadSize", "PayloadSize_sum", Kind="echo") >= 2 + 10 + 40
+
+
+def test_handler_metrics_from_continuous_batching(prom) -> None:
+    """A continuous-batching handler's metrics reach /metrics: the hooks' kind (add_request/step,
+    as ts.llm) and TorchServe's (handle() each step, which records PredictionTime)."""
+    for name in ("metered", "tsgen"):
+        assert prom.register(f"{name}.mar", initial_workers=1).status_code == 200
+    labels = {"Kind": "count", "ModelName": "metered", "Level": "Model"}
+    bodies = [json.dumps({"n": n}) for n in (2, 3, 4)]
+    with ThreadPoolExecutor(3) as pool:  # together: they share steps
+        for model in ("metered", "tsgen"):
+            assert all(r.status_code == 200 for r in pool.map(lambda b, m=model: prom.predict(m, data=b), bodies))
+
+    def recorded() -> dict | None:
+        fams = scrape(prom, "TokensStreamed", "SequencesFinished", "PredictionTime")
+        tsgen = [lb for _, lb, _ in fams["PredictionTime"]["samples"] if lb.get("ModelName") == "tsgen"]
+        return fams if value(fams, "SequencesFinished", **labels) == 3 and tsgen else None
+
+    fams = harness.wait_for(recorded, 10, what="continuous-batching handler metrics")
+    assert value(fams, "TokensStreamed", **labels) == 2 + 3 + 4
+    assert fams["SequencesFinished"]["type"] == "counter"
 
 
 def test_name_filter(prom) -> None:

@@ -108,6 +108,8 @@ def child_main(conn: Connection, config: Any, index: int) -> None:
     # multiprocessing's folder (pymp-*: torch passes a tensor's file descriptor through a listener
     # there), made now so that the pool can remove it if this process is killed
     conn.send(("ready", multiprocessing.util.get_temp_dir()))
+    from ts.metrics.outbox import take_records
+
     model_name = context.model_name
     inbox = _start_reader(conn)
     while True:
@@ -130,7 +132,7 @@ def child_main(conn: Connection, config: Any, index: int) -> None:
             continue
         busy = time.monotonic() - start
         states = [p.response_state() for p in ctx.request_processor]
-        records = ctx.metrics.drain() if ctx.metrics is not None else []
+        records = take_records(ctx.metrics)  # the worker sends them with the batch's RESULT
         try:
             conn.send(("ok", batch_id, {"data": out, "states": states, "records": records, "busy": busy}))
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result

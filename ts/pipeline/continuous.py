@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ts.metrics.outbox import MetricsOutbox
 from ts.pipeline.stats import PipelineStats
 from ts.protocol import codec
 from ts.protocol.codec import Request, Response
@@ -53,6 +54,7 @@ class ContinuousPipeline:
         # handler's decode and prefill, are stages of their own in PONG
         self._parts = tuple(getattr(self.handler, "STEP_STAGES", ()))
         self.stats = PipelineStats(["step", *self._parts])
+        self.metrics = MetricsOutbox(service.context.metrics, send, answer)
         self.completed = 0  # INFERENCE frames fully answered
         self._frames: dict[int, _Frame] = {}
         self._frame_of: dict[str, _Frame] = {}  # request id -> its frame
@@ -70,6 +72,7 @@ class ContinuousPipeline:
             except Exception as exc:  # noqa: BLE001 - a refused request is answered, the rest go on
                 self._end(r.request_id, _error_response(r.request_id, exc))
         self._flush(frame)
+        self.metrics.tick(ended=batch_id not in self._frames)  # e.g. every request refused
 
     def cancel(self, batch_id: int, request_id: str) -> None:
         frame = self._frame_of.get(request_id)
@@ -113,6 +116,7 @@ class ContinuousPipeline:
         out = [codec.encode_result(batch_id, pieces, chunk=True) for batch_id, pieces in chunks.items()]
         for frame in touched.values():
             self._flush(frame, out)
+        self.metrics.tick(ended=bool(touched), out=out)  # after the RESULTs, in the same write
         if out and self.answer:
             self.send(*out)
 

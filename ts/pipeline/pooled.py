@@ -22,6 +22,7 @@ from typing import Any
 
 from ts.context import Context
 from ts.metrics.metric_cache_abstract import MetricCacheAbstract
+from ts.metrics.outbox import MetricsOutbox, take_records
 from ts.model_loader import HandlerSpec, LoadError, LoadRequest, load_service
 from ts.pipeline.pool import ChildConfig, PoolStartError, PreprocessPool
 from ts.pipeline.stats import PipelineStats
@@ -84,6 +85,7 @@ class PooledPipeline:
         self.answer = answer
         self.postprocess_in_pool = postprocess_in_pool
         self.stats = PipelineStats(["preprocess", "inference", "postprocess"])
+        self.metrics = MetricsOutbox(service.context.metrics, send, answer)
         # The sender thread records PredictionTime in a cache of its own: draining the handler's
         # shared cache there would take metrics the inference thread recorded for the next batch.
         shared = service.context.metrics
@@ -196,8 +198,7 @@ class PooledPipeline:
         self.stats.stages["inference"].record(start - got, end - start)
         batch.timings["inference"] = (start - got, end - start)
         batch.inference_done = end
-        if ctx.metrics is not None:
-            batch.records.extend(ctx.metrics.drain())
+        batch.records.extend(self.metrics.take())  # now: the next batch records into the same cache
         if post_ready:
             batch.results = output
         elif self.postprocess_in_pool:
@@ -208,8 +209,7 @@ class PooledPipeline:
             p_end = time.monotonic()
             self.stats.stages["postprocess"].record(p_start - end, p_end - p_start)
             batch.timings["postprocess"] = (p_start - end, p_end - p_start)
-            if ctx.metrics is not None:
-                batch.records.extend(ctx.metrics.drain())
+            batch.records.extend(self.metrics.take())
 
     # ------------------------------------------------------------------ stage 3: send
     def _sender_loop(self) -> None:
@@ -242,7 +242,7 @@ class PooledPipeline:
                 if metrics is not None:
                     metrics.request_ids = batch.context.request_ids
                     metrics.add_time(PREDICTION_METRIC, round((time.monotonic() - batch.received) * 1000, 2))
-                    batch.records.extend(metrics.drain())
+                    batch.records.extend(take_records(metrics))
                 responses = build_responses(results, batch.context)
             except Exception as exc:  # noqa: BLE001
                 batch.error = classify_exception(exc, self.service.model_name)
@@ -251,7 +251,7 @@ class PooledPipeline:
         if not self.answer:
             return
         records = batch.records + self.stats.batch_records(self.service.model_name, batch.requests, batch.timings)
-        self.send(*codec.encode_answer(batch.batch_id, responses, records))
+        self.metrics.send_answer(batch.batch_id, responses, records)
 
     # ------------------------------------------------------------------ shutdown
     def drain(self) -> None:

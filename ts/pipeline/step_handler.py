@@ -13,7 +13,7 @@ when they notice (as TorchServe's examples do).
 
 :class:`StepHandler` gives such a handler the four hooks ``ContinuousPipeline`` drives
 (``add_request``, ``step``, ``has_work``, ``cancel``); :class:`StepPipeline` feeds it whole
-requests and sends what the handler streams mid-step and its metrics.
+requests and sends what the handler streams mid-step (its metrics go out as ContinuousPipeline's do).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 from ts.pipeline.continuous import ContinuousPipeline
 from ts.protocol import codec
-from ts.protocol.codec import FrameType, Request, Response
+from ts.protocol.codec import Request, Response
 from ts.service import STREAM_HEADER, Service
 
 logger = logging.getLogger("ts.worker")
@@ -127,7 +127,7 @@ class StepHandler:
 
 class StepPipeline(ContinuousPipeline):
     """``ContinuousPipeline`` over a :class:`StepHandler`: hands it whole requests, sends what the
-    handler streams mid-step as CHUNKs and each step's handler metrics as one METRICS frame."""
+    handler streams mid-step as CHUNKs."""
 
     def __init__(self, service: Service, send: Any, answer: bool, batch_size: int) -> None:
         super().__init__(service, send, answer)
@@ -138,14 +138,6 @@ class StepPipeline(ContinuousPipeline):
     def submit(self, batch_id: int, requests: list[Request], received_at: float) -> None:
         self.adapter.received.update((r.request_id, r) for r in requests)
         super().submit(batch_id, requests, received_at)
-
-    def step(self) -> None:
-        super().step()
-        metrics = self.service.context.metrics
-        records = metrics.drain() if metrics is not None else []
-        if records and self.answer:
-            # a step spans several INFERENCE frames; the frontend reads METRICS without its batch id
-            self.send(codec.encode_json_frame(FrameType.METRICS, 0, records))
 
     def _send_chunks(self, responses: list[Response]) -> None:
         if not self.answer:

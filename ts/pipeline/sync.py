@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ts.metrics.outbox import MetricsOutbox
 from ts.pipeline.stats import PipelineStats
 from ts.protocol import codec
 from ts.protocol.codec import Request
@@ -18,6 +19,7 @@ class SyncPipeline:
         self.service = service
         self.send = send
         self.answer = answer  # False on ranks > 0 of a distributed worker
+        self.metrics = MetricsOutbox(service.context.metrics, send, answer)
         self.stats = PipelineStats(["handle"])
         self.completed = 0  # batches finished (answered, or dropped on ranks > 0)
 
@@ -31,13 +33,13 @@ class SyncPipeline:
             ctx.stream_sender = None
         busy = time.monotonic() - start
         self.stats.stages["handle"].record(start - received_at, busy)
-        records = ctx.metrics.drain() if ctx.metrics is not None else []
+        records = self.metrics.take()
         try:
             if not self.answer:
                 return
             records += self.stats.batch_records(self.service.model_name, requests,
                                                 {"handle": (start - received_at, busy)})
-            self.send(*codec.encode_answer(batch_id, responses, records))
+            self.metrics.send_answer(batch_id, responses, records)
         finally:
             self.completed += 1
 
