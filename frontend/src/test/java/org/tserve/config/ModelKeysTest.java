@@ -46,18 +46,10 @@ public class ModelKeysTest {
         return layer;
     }
 
-    private static ModelSettings applied(Map<String, Object> layer) {
-        ModelSettings s = new ModelSettings();
-        List<String> warnings = new ArrayList<>();
-        s.apply(layer, "model-config.yaml", warnings);
-        assertEquals(List.of(), warnings);
-        return s;
-    }
-
     @Test
     public void everyKeyRoundTripsThroughApplyCopyAndDescribe() {
         Map<String, Object> layer = allSamples();
-        ModelSettings s = applied(layer);
+        ModelSettings s = ModelSettingsLlmKeysTest.apply(layer);
         ModelSettings c = s.copy();
         Map<String, Object> shown = new LinkedHashMap<>(ModelKeys.describe(c, Shown.TORCHSERVE));
         shown.putAll(ModelKeys.describe(c, Shown.TSERVE));
@@ -73,7 +65,7 @@ public class ModelKeysTest {
     @Test
     public void eachKeySetsItsOwnFieldOnly() {
         for (ModelKey<?> k : ModelKeys.all()) {
-            ModelSettings s = applied(Map.of(k.name, sample(k)));
+            ModelSettings s = ModelSettingsLlmKeysTest.apply(Map.of(k.name, sample(k)));
             for (ModelKey<?> other : ModelKeys.all()) {
                 boolean workerBound = Set.of("minWorkers", "maxWorkers").containsAll(List.of(k.name, other.name));
                 if (other != k && !workerBound) {
@@ -133,7 +125,7 @@ public class ModelKeysTest {
                 assertEquals(c[2], e.getMessage());
             }
         }
-        ModelSettings s = applied(Map.of("jobQueueSize", 0, "deviceType", "GPU"));
+        ModelSettings s = ModelSettingsLlmKeysTest.apply(Map.of("jobQueueSize", 0, "deviceType", "GPU"));
         assertEquals("0 keeps the lower layer's queue size", 100, s.jobQueueSize);
         assertEquals("gpu", s.deviceType);
         assertNotEquals(s.deviceType, new ModelSettings().deviceType);
