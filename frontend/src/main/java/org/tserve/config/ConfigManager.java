@@ -17,7 +17,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
-import java.util.regex.Pattern;
 
 /**
  * The server configuration: config.properties, then the command line, then {@code TS_*}
@@ -170,49 +169,12 @@ public final class ConfigManager {
         values.put(name, value);
     }
 
+    /** Runs each declared key's check on its effective value (defaults included). */
     private void validate() {
-        for (String k : new String[] {"inference_address", "management_address", "metrics_address"}) {
-            address(k);
-        }
-        for (String k : new String[] {"job_queue_size", "max_request_size", "max_response_size"}) {
-            if (getInt(k) <= 0) {
-                throw new ConfigException("Configuration key '" + k + "' must be a positive integer, got " + get(k));
-            }
-        }
-        for (String k : new String[] {"default_response_timeout", "default_startup_timeout", "unregister_model_timeout",
-            "default_workers_per_model", "number_of_netty_threads", "max_workers_per_model", "max_workers",
-            "max_connections", "connection_idle_timeout", "request_read_timeout", "install_py_dep_timeout"}) {
-            if (getInt(k) < 0) {
-                throw new ConfigException("Configuration key '" + k + "' must not be negative, got " + get(k));
-            }
-        }
-        for (String k : new String[] {"max_archive_extracted_size", "max_archive_entries", "max_archive_compression_ratio"}) {
-            if (getLong(k) < 0) {
-                throw new ConfigException("Configuration key '" + k + "' must not be negative (0 = no limit), got " + get(k));
-            }
-        }
-        String sock = get("worker_socket_type");
-        if (!sock.equals("unix") && !sock.equals("tcp")) {
-            throw new ConfigException("Configuration key 'worker_socket_type' must be unix or tcp, got " + sock);
-        }
-        String mode = get("metrics_mode");
-        if (!mode.equals("log") && !mode.equals("prometheus") && !mode.equals("legacy")) {
-            throw new ConfigException("Configuration key 'metrics_mode' must be log, prometheus or legacy, got " + mode);
-        }
-        String models = get("models");
-        if (models != null && !models.isEmpty()) {
-            ModelsJson.parse(models);
-        }
-        getModelSnapshot();
-        if (getInt("max_config_snapshots") < 1) {
-            throw new ConfigException("Configuration key 'max_config_snapshots' must be at least 1, got "
-                    + get("max_config_snapshots"));
-        }
-        for (String re : allowedUrls()) {
-            try {
-                Pattern.compile(re);
-            } catch (RuntimeException e) {
-                throw new ConfigException("Invalid regular expression '" + re + "' in allowed_urls: " + e.getMessage());
+        for (ConfigKeys.Key k : ConfigKeys.all().values()) {
+            String v = get(k.name);
+            if (k.check != null && v != null) {
+                k.check.check(k.name, v);
             }
         }
     }
@@ -258,7 +220,10 @@ public final class ConfigManager {
      * (http 80/8081/8082, https 443/8444/8445 for inference/management/metrics).
      */
     public Address address(String key) {
-        String v = get(key);
+        return parseAddress(key, get(key));
+    }
+
+    static Address parseAddress(String key, String v) {
         String form = " is not an address of the form http://host:port or https://host:port";
         try {
             URI u = new URI(v);
@@ -310,8 +275,13 @@ public final class ConfigManager {
     }
 
     public List<String> allowedUrls() {
+        return splitList(get("allowed_urls"));
+    }
+
+    /** The non-empty, trimmed items of a comma list. */
+    static List<String> splitList(String v) {
         List<String> out = new ArrayList<>();
-        for (String s : get("allowed_urls").split(",")) {
+        for (String s : v.split(",")) {
             if (!s.trim().isEmpty()) {
                 out.add(s.trim());
             }

@@ -4,11 +4,66 @@ import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
-/** Checks and expands config.properties values: {@code $$ENV$$} references and each key's type. */
+/**
+ * Checks and expands config.properties values: {@code $$ENV$$} references, each key's type, and
+ * the value checks keys declare in {@link ConfigKeys} (their messages name the key).
+ */
 final class ValueChecks {
     private static final Pattern ENV_REF = Pattern.compile("\\$\\$([A-Za-z_][A-Za-z0-9_]*)\\$\\$");
 
+    static final ConfigKeys.Check POSITIVE = (k, v) -> {
+        if (Integer.parseInt(v) <= 0) {
+            throw new ConfigException("Configuration key '" + k + "' must be a positive integer, got " + v);
+        }
+    };
+    static final ConfigKeys.Check NON_NEGATIVE = (k, v) -> {
+        if (Integer.parseInt(v) < 0) {
+            throw new ConfigException("Configuration key '" + k + "' must not be negative, got " + v);
+        }
+    };
+    static final ConfigKeys.Check AT_LEAST_ONE = (k, v) -> {
+        if (Integer.parseInt(v) < 1) {
+            throw new ConfigException("Configuration key '" + k + "' must be at least 1, got " + v);
+        }
+    };
+    /** A long limit where 0 turns the limit off. */
+    static final ConfigKeys.Check NO_LIMIT_IF_ZERO = (k, v) -> {
+        if (Long.parseLong(v) < 0) {
+            throw new ConfigException("Configuration key '" + k + "' must not be negative (0 = no limit), got " + v);
+        }
+    };
+    static final ConfigKeys.Check SOCKET_TYPE = oneOf("unix or tcp", "unix", "tcp");
+    static final ConfigKeys.Check METRICS_MODE = oneOf("log, prometheus or legacy", "log", "prometheus", "legacy");
+    static final ConfigKeys.Check ADDRESS = ConfigManager::parseAddress;
+    static final ConfigKeys.Check MODELS = (k, v) -> {
+        if (!v.isEmpty()) {
+            ModelsJson.parse(v);
+        }
+    };
+    static final ConfigKeys.Check MODEL_SNAPSHOT = (k, v) -> {
+        if (!v.isEmpty()) {
+            ModelSnapshot.parse(v);
+        }
+    };
+    static final ConfigKeys.Check URL_PATTERNS = (k, v) -> {
+        for (String re : ConfigManager.splitList(v)) {
+            try {
+                Pattern.compile(re);
+            } catch (RuntimeException e) {
+                throw new ConfigException("Invalid regular expression '" + re + "' in " + k + ": " + e.getMessage());
+            }
+        }
+    };
+
     private ValueChecks() {
+    }
+
+    private static ConfigKeys.Check oneOf(String expected, String... allowed) {
+        return (k, v) -> {
+            if (!java.util.Arrays.asList(allowed).contains(v)) {
+                throw new ConfigException("Configuration key '" + k + "' must be " + expected + ", got " + v);
+            }
+        };
     }
 
     /** Replaces {@code $$NAME$$} with the environment variable NAME; an unset one is an error naming the key. */

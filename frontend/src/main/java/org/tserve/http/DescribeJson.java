@@ -8,6 +8,9 @@ import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
+import java.util.Map;
+import org.tserve.config.ModelKey;
+import org.tserve.config.ModelKeys;
 import org.tserve.config.ModelSettings;
 import org.tserve.wlm.ModelDescription;
 import org.tserve.wlm.ModelList;
@@ -28,36 +31,9 @@ public final class DescribeJson {
         o.addProperty("modelVersion", d.modelVersion());
         o.addProperty("modelUrl", d.modelUrl());
         o.addProperty("runtime", d.runtime());
-        o.addProperty("minWorkers", s.minWorkers);
-        o.addProperty("maxWorkers", s.maxWorkers);
-        o.addProperty("batchSize", s.batchSize);
-        o.addProperty("maxBatchDelay", s.maxBatchDelay);
-        o.addProperty("dispatchPolicy", s.dispatchPolicy);
-        o.addProperty("responseTimeout", s.responseTimeout);
-        o.addProperty("startupTimeout", s.startupTimeout);
-        o.addProperty("maxRetryTimeoutInSec", s.maxRetryTimeoutInSec);
-        o.addProperty("clientTimeoutInMills", s.clientTimeoutInMills);
-        o.addProperty("parallelType", s.parallelType);
-        o.addProperty("parallelLevel", s.parallelLevel);
-        o.addProperty("deviceType", s.deviceType);
-        if (!s.deviceIds.isEmpty()) {
-            JsonArray ids = new JsonArray();
-            s.deviceIds.forEach(ids::add);
-            o.add("deviceIds", ids);
-        }
-        o.addProperty("continuousBatching", s.joinsRunningBatch());
-        o.addProperty("useJobTicket", s.useJobTicket);
-        o.addProperty("useVenv", s.useVenv);
-        o.addProperty("stateful", s.sequenceBatching);
-        o.addProperty("sequenceMaxIdleMSec", s.sequenceMaxIdleMSec);
-        o.addProperty("sequenceTimeoutMSec", s.sequenceTimeoutMSec);
-        o.addProperty("maxNumSequence", s.sequenceBatching ? s.sequenceLimit() : 0);
-        o.addProperty("maxSequenceJobQueueSize", s.sequenceBatching ? s.maxSequenceJobQueueSize : 0);
+        addSettings(o, s, ModelKey.Shown.TORCHSERVE);
         o.addProperty("loadedAtStartup", d.loadedAtStartup());
-        o.addProperty("preprocessWorkers", s.preprocessWorkers);
-        o.addProperty("postprocessInPool", s.postprocessInPool);
-        o.addProperty("maxBatchesInFlight", s.inFlightLimit());
-        o.addProperty("jobQueueSize", s.jobQueueSize);
+        addSettings(o, s, ModelKey.Shown.TSERVE);
         JsonArray workers = new JsonArray();
         for (WorkerDescription w : d.workers()) {
             JsonObject wo = new JsonObject();
@@ -103,6 +79,24 @@ public final class DescribeJson {
             o.add("customizedMetadata", meta);
         }
         return o;
+    }
+
+    /** The settings describe shows in one part, in their declared order (config.ModelKeys). */
+    private static void addSettings(JsonObject o, ModelSettings s, ModelKey.Shown part) {
+        for (Map.Entry<String, Object> e : ModelKeys.describe(s, part).entrySet()) {
+            Object v = e.getValue();
+            if (v instanceof Number) {
+                o.addProperty(e.getKey(), (Number) v);
+            } else if (v instanceof Boolean) {
+                o.addProperty(e.getKey(), (Boolean) v);
+            } else if (v instanceof Iterable) {
+                JsonArray a = new JsonArray();
+                ((Iterable<?>) v).forEach(x -> a.add((Number) x));
+                o.add(e.getKey(), a);
+            } else {
+                o.addProperty(e.getKey(), String.valueOf(v));
+            }
+        }
     }
 
     /** The worker's batches in flight, pipeline stages and pool pids from its PONG (docs/pipelines.md "Metrics"). */

@@ -12,7 +12,8 @@ import org.junit.Test;
 
 /** The continuous-batching and stateful-sequence keys: parsed, derived limits, refusals naming the key. */
 public class ModelSettingsLlmKeysTest {
-    private static ModelSettings apply(Map<String, Object> yaml) {
+    /** Settings with {@code yaml} applied as model-config.yaml, which must raise no warning. */
+    static ModelSettings apply(Map<String, Object> yaml) {
         ModelSettings s = new ModelSettings();
         List<String> warnings = new ArrayList<>();
         s.apply(yaml, "model-config.yaml", warnings);
