@@ -93,6 +93,7 @@ def render(results: dict[str, Any]) -> str:
         lines.append(row)
     lines += _error_rows(srv)
     lines.append("")
+    lines += _other_kinds(srv)
     lines += _compat(srv)
     lines += _pipeline(results)
     lines += _limit(results)
@@ -106,6 +107,26 @@ def render(results: dict[str, Any]) -> str:
         f"cell; whole run {results.get('wall_s')} s.")
     lines.append("")
     return "\n".join(lines)
+
+
+def _other_kinds(srv: dict[str, Any]) -> list[str]:
+    """The other tserve kinds of the run (e.g. tserve-nio, tserve-base), each against TorchServe
+    (quiet) and against tserve, on the rows they have: an A/B of two builds or settings in one run."""
+    kinds = [k for k in srv if k.startswith("tserve-") and k != TUNED]
+    if not kinds:
+        return []
+    ts, peer = srv.get("tserve", {}), srv.get(PEER, {})
+    head = "| metric | tserve | " + " | ".join(f"{k} | {k} / TorchServe | {k} / tserve" for k in kinds) + " |"
+    lines = ["Other tserve kinds in the same run (ratios: the kind's value over TorchServe (quiet log4j2)'s, "
+             "and over tserve's):", "", head, "|---|---|" + "---|---|---|" * len(kinds)]
+    for label, path, _higher, _target in ROWS:
+        values = [_get(srv[k], *path) for k in kinds]
+        if all(v is None for v in values):
+            continue
+        cells = " | ".join(f"{_fmt(v)} | {_fmt(_ratio(v, _get(peer, *path)))} | {_fmt(_ratio(v, _get(ts, *path)))}"
+                           for v in values)
+        lines.append(f"| {label} | {_fmt(_get(ts, *path))} | {cells} |")
+    return lines + [""]
 
 
 def _load(v: Any) -> str:
