@@ -30,7 +30,7 @@ $(PY):
 	@python3 -m venv .venv
 
 .venv/.torch: | $(PY)
-	@$(PY) -c "import torch" 2>/dev/null || { echo "Installing torch==2.13.0 (CPU wheel)"; $(PIP) install torch==2.13.0; }
+	@$(PY) -c "import torch" 2>/dev/null || { echo "Installing torch==2.13.0 from PyPI (once per venv; constraints.txt pins it for every later install)"; $(PIP) install torch==2.13.0; }
 	@touch $@
 
 jar: $(JAR)
