@@ -13,7 +13,7 @@ APT_PACKAGES := openjdk-17-jdk-headless gradle etcd-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle gradle.properties
 
-.PHONY: install apt venv jar dist java-deps demo test test-java test-python bench lint clean
+.PHONY: install apt venv jar dist java-deps demo test test-java test-python bench lint typecheck clean
 
 install: apt venv jar .venv/.installed .venv/.large
 
@@ -91,24 +91,39 @@ java-deps: | apt
 demo: apt venv jar .venv/.installed
 	@bash examples/image_classifier/demo.sh
 
-test: install test-java test-python
+# What CI runs (.ci/run): lint and the type check first (a minute or two, they fail fast), then the
+# tests, each with its coverage floor (javaCoverageFloor in gradle.properties, --cov-fail-under below).
+test: install lint typecheck test-java test-python
 
 test-java: | apt
 	@echo "== Java tests"
 	@$(GRADLE) test javaCoverage 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
+# Coverage floor of `make test-python` (pytest-cov's TOTAL over ts/ and the archivers, all of test/ and
+# benchmarks/tests): the run fails under it. 81 is a lower bound of what the whole suite reaches:
+# `pytest test/unit -m "not slow" --cov` alone measured 81.7 % (7238 statements, 1324 missed) on
+# 2026-12-04, and the whole suite runs those tests and more. The target is 90: raise this to the
+# TOTAL that CI's output prints, rounded down, and again whenever that TOTAL passes the next percent.
+PY_COVERAGE_FLOOR := 81
+
 test-python: install
 	@echo "== Python tests"
 	@rm -f .coverage .coverage.*
-	@HF_HUB_OFFLINE=1 $(PY) -m pytest --cov --cov-report=term:skip-covered -q
+	@HF_HUB_OFFLINE=1 $(PY) -m pytest --cov --cov-report=term:skip-covered --cov-fail-under=$(PY_COVERAGE_FLOOR) -q
 
 bench: install
 	@bash benchmarks/run.sh
 
 # ruff over the Python, then javac -Xlint:all -Werror over the frontend's hand-written Java (main and test).
 lint: install
-	@.venv/bin/ruff check ts model-archiver test examples benchmarks conftest.py
+	@echo "== Lint (ruff, javac -Xlint:all -Werror)"
+	@.venv/bin/ruff check -q ts model-archiver test examples benchmarks conftest.py
 	@$(GRADLE) lintJava 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
+# mypy over ts/ and the archivers; the files, the strictness and the modules left for later are in pyproject.toml.
+typecheck: install
+	@echo "== Type check (mypy)"
+	@$(PY) -m mypy
+
 clean:
-	rm -rf build dist tserve.egg-info frontend/build $(JAR) .pytest_cache .hypothesis .coverage .coverage.*
+	rm -rf build dist tserve.egg-info frontend/build $(JAR) .pytest_cache .mypy_cache .hypothesis .coverage .coverage.*

@@ -103,7 +103,8 @@ class FrameSource:
     def _read_while_busy(self) -> None:
         while self._busy_since is not None and not self._closed:
             if not self._reader.buffered():
-                ready, _, _ = select.select([self._conn, self._wake_r], [], [])
+                watched: list[socket.socket | int] = [self._conn, self._wake_r]
+                ready, _, _ = select.select(watched, [], [])
                 if self._wake_r in ready:
                     self._drain_wakeups()
                     return

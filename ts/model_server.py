@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import ts
 from ts import zygote_spawn
@@ -302,7 +303,7 @@ def start(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_frontend(cmd: list[str], zygote: zygote_spawn.SpawnedZygote | None, **popen: object) -> subprocess.Popen:
+def _start_frontend(cmd: list[str], zygote: zygote_spawn.SpawnedZygote | None, **popen: Any) -> subprocess.Popen:
     """Starts the JVM; with a zygote the launcher started, the JVM adopts it and holds its lifeline."""
     if zygote is None:
         return subprocess.Popen(cmd, **popen)
@@ -357,10 +358,10 @@ def stop() -> int:
         pid_file().unlink(missing_ok=True)
         return 0
     print(f"Stopping TorchServe (pid {pid})...", flush=True)
-    key_files = {Path("key_file.json").resolve(), server_key_file(pid)}
+    key_files = {p for p in (Path("key_file.json").resolve(), server_key_file(pid)) if p is not None}
     graceful = stop_process_tree(pid)
     pid_file().unlink(missing_ok=True)
-    for key_file in key_files - {None}:  # TorchServe deletes key_file.json on --stop
+    for key_file in key_files:  # TorchServe deletes key_file.json on --stop
         key_file.unlink(missing_ok=True)
     print("TorchServe has stopped." if graceful else f"TorchServe did not stop within {STOP_TIMEOUT_S:.0f} s and was killed.")
     return 0

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 if __name__ == "__main__" and not __package__:
     # Run as a file (python ts/model_service_worker.py, as TorchServe's launcher does): put the
@@ -167,7 +167,7 @@ class Worker:
     def send_json(self, ftype: FrameType, batch_id: int, obj: Any) -> None:
         self.send(codec.encode_json_frame(ftype, batch_id, obj))
 
-    def _next_frame(self, wait: bool = True) -> Frame | None | bool:
+    def _next_frame(self, wait: bool = True) -> Frame | None | Literal[False]:
         """The next LOAD / INFERENCE / CANCEL / SEQUENCE_END / STOP frame; PING and bad frames are answered on
         the way. None when the connection ended (cleanly, or with the reason logged); False when
         ``wait`` is off and no frame has arrived."""

@@ -18,12 +18,13 @@ import signal
 import socket
 import sys
 import time
+from typing import NoReturn
 
 CONNECT_TIMEOUT_S = 2.0
 COLD_START_ENV = "TS_ZYGOTE_FALLBACK_PYTHON"  # the interpreter for a cold start (default: this one)
 
 
-def cold_start(worker_args: list[str], why: str) -> None:
+def cold_start(worker_args: list[str], why: str) -> NoReturn:
     python = os.environ.get(COLD_START_ENV) or sys.executable
     print(f"warm start unavailable ({why}); starting the worker cold", file=sys.stderr, flush=True)
     os.execv(python, [python, "-m", "ts.model_service_worker", *worker_args])

@@ -15,7 +15,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
-from typing import BinaryIO, Protocol
+from typing import IO, BinaryIO, Protocol
 
 from .model_archiver_error import ModelArchiverError
 from .progress import Progress
@@ -32,7 +32,7 @@ class ArchiveWriter(Protocol):
     def abort(self) -> None: ...
 
 
-def copy_stream(src: BinaryIO, dst: BinaryIO, advance: Callable[[int], None]) -> None:
+def copy_stream(src: IO[bytes], dst: IO[bytes], advance: Callable[[int], None]) -> None:
     """Copy with one fixed-size buffer, reporting each chunk."""
     buf = bytearray(COPY_BUFFER)
     view = memoryview(buf)

@@ -169,7 +169,7 @@ class LLMRequest:
             return self._sse(self._generated("", done=True, details={"finish_reason": finish_reason}))
         out = self._sse(self._chunk(None if self.kind == CHAT else "", finish_reason))
         if self.include_usage:
-            usage = {"id": self.oai_id, "object": "chat.completion.chunk" if self.kind == CHAT else "text_completion",
+            usage: dict[str, Any] = {"id": self.oai_id, "object": "chat.completion.chunk" if self.kind == CHAT else "text_completion",
                      "created": self.created, "model": self.model, "choices": [],
                      "usage": self._usage(completion_tokens)}
             out += self._sse(usage)

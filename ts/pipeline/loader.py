@@ -45,11 +45,11 @@ def load_pipeline(req: LoadRequest, metrics_config: str | None, ranks: Any,
     if req.preprocess_workers < 0:
         raise LoadError(f"preprocessWorkers must be >= 0, got {req.preprocess_workers}", 400)
     if req.extra.get("continuousBatching"):
-        pipeline = _continuous_pipeline(req, context, spec, ranks, send, answer)
+        pipeline: Any = _continuous_pipeline(req, context, spec, ranks, send, answer)
     elif req.preprocess_workers == 0:
         from ts.pipeline.sync import SyncPipeline
 
-        pipeline: Any = SyncPipeline(load_service(req, context, spec), send, answer)
+        pipeline = SyncPipeline(load_service(req, context, spec), send, answer)
     else:
         from ts.pipeline.pooled import PooledPipeline
 

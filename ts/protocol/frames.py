@@ -76,7 +76,7 @@ def encode_frame(frame_type: FrameType | int, batch_id: int, body: bytes = b"") 
     return _HEAD.pack(length, int(frame_type), batch_id) + body
 
 
-def parse_header(header: bytes, max_length: int = WORKER_MAX_FRAME) -> tuple[int, FrameType, int]:
+def parse_header(header: bytes | bytearray, max_length: int = WORKER_MAX_FRAME) -> tuple[int, FrameType, int]:
     """Return (length, type, batch_id) of a 9-byte header, validating length and type."""
     if len(header) != HEADER_SIZE:
         raise ProtocolError(f"frame header must be {HEADER_SIZE} bytes, got {len(header)}")
@@ -113,7 +113,7 @@ def encode_json_body(obj: Any) -> bytes:
     return _JSON.encode(obj).encode("utf-8")
 
 
-def decode_json_body(body: bytes, what: str = "json body") -> Any:
+def decode_json_body(body: bytes | bytearray, what: str = "json body") -> Any:
     try:
         return json.loads(body.decode("utf-8")) if body else {}
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import builtins
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,7 +112,7 @@ class _Reader:
         except UnicodeDecodeError as exc:
             raise ProtocolError(f"{self._what}: {field_name.format(index)} is not valid UTF-8 ({exc})") from None
 
-    def count(self, field_name: str, min_item_size: int, index: int = 0) -> int:
+    def count(self, field_name: builtins.str, min_item_size: int, index: int = 0) -> int:
         n = self.u32(field_name, index)
         # Reject absurd counts before allocating: each item needs at least min_item_size bytes.
         if n * min_item_size > self._end - self._pos:

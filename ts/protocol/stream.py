@@ -75,7 +75,7 @@ def _recv_exact(sock: _Recv, n: int, clean_ok: bool) -> bytes | bytearray:
     return _recv_growing(sock, n)  # only headers may end cleanly: n is a body here
 
 
-def _check_header(header: bytes, max_length: int) -> tuple[int, FrameType | None, int]:
+def _check_header(header: bytes | bytearray, max_length: int) -> tuple[int, FrameType | None, int]:
     """(length, type, batch_id); type None for a well-framed frame of an unknown type."""
     length, type_code, batch_id = _HEAD.unpack(header)
     if 5 <= length <= max_length and type_code not in _TYPE_CODES:

@@ -277,13 +277,13 @@ class LLMHandler(BaseHandler):
             err = f"generation failed: {type(exc).__name__}: {exc}"
             if self.coordinator is not None:
                 self._broken = err
-            events = [error_event(rid, LLMRequestError(status, err, code="engine_error"), req.kind)
+            events: list[LLMEvent] = [error_event(rid, LLMRequestError(status, err, code="engine_error"), req.kind)
                       for rid, req in self._requests.items()]
             for rid in self._requests:
                 self.conversations.finished(rid, completed=False)
             self._requests.clear()
             return events
-        events: list[LLMEvent] = []
+        events = []
         for u in updates:
             req = self._requests.get(u.seq_id)
             if req is None:  # cancelled: the caller already knows

@@ -27,7 +27,7 @@ class Compose:
 class Resize:
     """An int resizes the shorter side (aspect kept, as torchvision); (h, w) resizes exactly."""
 
-    def __init__(self, size: int | tuple[int, int], interpolation: int = Image.BILINEAR) -> None:
+    def __init__(self, size: int | tuple[int, int], interpolation: int = Image.Resampling.BILINEAR) -> None:
         self.size = size
         self.interpolation = interpolation
 

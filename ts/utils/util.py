@@ -8,6 +8,7 @@ import itertools
 import json
 import logging
 import os
+from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
@@ -81,12 +82,11 @@ def map_class_to_label(probs: list[list[float]], mapping: dict | None = None,
         raise TypeError("Convert classes to list before doing mapping")
     if mapping is not None and not isinstance(mapping, dict):
         raise TypeError("mapping must be a dict")
-    if lbl_classes is None:
-        lbl_classes = itertools.repeat(range(len(probs[0])), len(probs))
+    classes: Iterable[Any] = lbl_classes if lbl_classes is not None else itertools.repeat(range(len(probs[0])), len(probs))
     return [
         {(mapping.get(str(lbl), str(lbl)) if mapping else str(lbl)): prob
          for lbl, prob in zip(*row, strict=False)}
-        for row in zip(lbl_classes, probs, strict=False)
+        for row in zip(classes, probs, strict=False)
     ]
 
 

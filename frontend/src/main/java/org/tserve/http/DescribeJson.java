@@ -16,7 +16,7 @@ import org.tserve.wlm.ModelDescription;
 import org.tserve.wlm.ModelList;
 import org.tserve.wlm.WorkerDescription;
 
-/** TorchServe's describe and list JSON shapes (§2.4), field order as TorchServe writes them. */
+/** TorchServe's describe and list JSON shapes, field order as TorchServe writes them. */
 public final class DescribeJson {
     private static final DateTimeFormatter TIME = DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
             .withZone(ZoneOffset.UTC);

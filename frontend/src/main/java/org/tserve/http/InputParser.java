@@ -24,7 +24,7 @@ import org.tserve.util.LogText;
 import org.tserve.wlm.protocol.Header;
 import org.tserve.wlm.protocol.Part;
 
-/** Turns an HTTP request into the handler's inputs and headers (TorchServe §1.3). */
+/** Turns an HTTP request into the handler's inputs and headers as TorchServe does. */
 final class InputParser {
     private InputParser() {
     }

@@ -22,7 +22,7 @@ import org.tserve.wlm.WlmException;
 import org.tserve.wlm.protocol.Response;
 
 /**
- * The management API (§2): register, scale, describe, list, unregister, set-default, token
+ * The management API: register, scale, describe, list, unregister, set-default, token
  * rotation and KServe's model-ready. Calls that may block run on a separate executor, never on
  * the Netty event loop.
  */
