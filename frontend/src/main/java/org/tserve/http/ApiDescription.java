@@ -6,8 +6,8 @@ import java.util.Map;
 /**
  * OpenAPI 3 descriptions of each connector's API ({@code OPTIONS /}, {@code /api-description},
  * and the per-model {@code OPTIONS} routes): every route the connector serves, its parameters,
- * request bodies and the statuses it answers. The routes themselves are in
- * {@link InferenceApiDescription} and {@link ManagementApiDescription}.
+ * request bodies and the statuses it answers. The management routes come from {@link RouteTable},
+ * the inference routes from {@link InferenceApiDescription}.
  *
  * @param tokenAuth token authorization is on: every operation needs {@code Authorization: Bearer <key>}
  * @param clusterMember the server is a cluster member: the management API has the /cluster routes
@@ -28,8 +28,7 @@ record ApiDescription(boolean tokenAuth, boolean clusterMember) {
 
     JsonObject management() {
         OpenApiBuilder d = start("Management API", "TorchServe-compatible management API served by tserve.");
-        ManagementApiDescription.add(d, clusterMember);
-        WorkflowApiDescription.addManagement(d);
+        RouteTable.document(d, RouteTable.of(Route.Api.MANAGEMENT, clusterMember));
         return d.json();
     }
 

@@ -99,8 +99,8 @@ public final class HttpServer {
     private void bind(String key, ConfigManager.Address a, ConnectorType type) throws InterruptedException {
         ApiDescription description = new ApiDescription(tokens.isEnabled(), models.memberJobs().enabled());
         InferenceApi inference = new InferenceApi(models, description);
-        ManagementApi management = new ManagementApi(models, cfg, tokens, blocking, description);
-        WorkflowApi workflowApi = new WorkflowApi(workflows, models, cfg, blocking, description);
+        RouteTable.Apis apis = new RouteTable.Apis(new ManagementApi(models, cfg, tokens, blocking, description),
+                new WorkflowApi(workflows, models, cfg, blocking, description));
         int maxRequest = cfg.getInt("max_request_size");
         int maxConnections = cfg.getInt("max_connections");
         int idle = cfg.getInt("connection_idle_timeout");
@@ -121,8 +121,8 @@ public final class HttpServer {
                         ch.pipeline().addLast(guard.messages());
                         ch.pipeline().addLast(new RequestDecompressor(maxRequest));
                         ch.pipeline().addLast(new SizeLimitedAggregator(maxRequest));
-                        ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, inference, management, workflowApi,
-                                extensions, description));
+                        ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, inference, apis, extensions,
+                                description));
                     }
                 });
         try {

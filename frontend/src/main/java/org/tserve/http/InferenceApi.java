@@ -72,7 +72,7 @@ final class InferenceApi {
                 return true;
             case "v1":
                 if (ModelReadiness.isV1Ready(seg, req.method())) {
-                    ModelReadiness.answer(ex, models, ModelReadiness.v1Model(seg), null);
+                    ModelReadiness.answer(ex, models, ModelReadiness.v1Model(seg[2]), null);
                     return true;
                 }
                 // KServe v1: /v1/models/{model}:predict | :explain

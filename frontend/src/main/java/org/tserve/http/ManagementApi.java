@@ -1,9 +1,10 @@
 package org.tserve.http;
 
+import static org.tserve.http.InferenceApiDescription.MODEL;
+import static org.tserve.http.InferenceApiDescription.VERSION;
+
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
-import io.netty.handler.codec.http.FullHttpRequest;
-import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.QueryStringDecoder;
 import java.io.IOException;
 import java.util.List;
@@ -43,114 +44,87 @@ final class ManagementApi {
         this.blocking = blocking;
     }
 
-    /** Handles the request if it is a management route; returns false otherwise. */
-    boolean handle(Exchange ex, FullHttpRequest req, String[] seg, QueryStringDecoder q) throws HttpError {
-        if (seg.length == 0) {
-            return false;
-        }
-        HttpMethod m = req.method();
-        if (seg[0].equals("cluster")) {
-            return cluster(ex, req, seg);
-        }
-        if (seg[0].equals("token") && seg.length == 1) {
-            rotate(ex, q);
-            return true;
-        }
-        if (seg[0].equals("v1") && seg.length == 3 && seg[1].equals("models")) {
-            if (!m.equals(HttpMethod.GET)) {
-                throw HttpError.methodNotAllowed();
-            }
-            ModelReadiness.answer(ex, models, ModelReadiness.v1Model(seg), null);
-            return true;
-        }
-        if (!seg[0].equals("models") || seg.length > 4) {
-            return false;
-        }
-        Params p = Params.of(req, q);
-        if (seg.length == 1) {
-            if (m.equals(HttpMethod.GET)) {
-                int limit = p.integer("limit") == null ? 100 : p.integer("limit");
-                int token = p.integer("next_page_token") == null ? 0 : p.integer("next_page_token");
-                ex.sendJson(200, DescribeJson.list(models.list(limit, token)));
-            } else if (m.equals(HttpMethod.POST)) {
-                register(ex, p);
-            } else {
-                throw HttpError.methodNotAllowed();
-            }
-            return true;
-        }
-        String name = seg[1];
-        String version = seg.length > 2 ? seg[2] : null;
-        if (seg.length == 4) {
-            if (!seg[3].equals("set-default")) {
-                return false;
-            }
-            if (!m.equals(HttpMethod.PUT)) {
-                throw HttpError.methodNotAllowed();
-            }
-            StatusResult r = call(() -> models.setDefault(name, seg[2]));
-            ex.sendStatus(r.status(), r.message());
-            return true;
-        }
-        if (m.equals(HttpMethod.GET)) {
-            // on the blocking pool: describe waits up to 2 s for the workers' PONGs
-            boolean customized = p.bool("customized", false);
-            async(ex, () -> describe(ex, name, version, customized));
-        } else if (m.equals(HttpMethod.PUT)) {
-            scale(ex, name, version == null ? p.str("model_version") : version, p);
-        } else if (m.equals(HttpMethod.DELETE)) {
-            if (!cfg.isModelApiEnabled()) {
-                throw new HttpError(405, "MethodNotAllowedException", "Model API is disabled: unregistering models needs "
-                        + "enable_model_api=true in config.properties (or --enable-model-api)");
-            }
-            async(ex, () -> {
-                StatusResult r = models.unregister(name, version);
-                ex.sendStatus(r.status(), r.message());
-            });
-        } else if (m.equals(HttpMethod.OPTIONS)) {
-            ex.sendJson(200, description.management());
-        } else {
-            throw HttpError.methodNotAllowed();
-        }
-        return true;
+    /** The route handlers ({@link ManagementRoutes}, {@link ClusterRoutes}). */
+    void list(RouteCall c) throws HttpError {
+        Params p = c.params();
+        int limit = p.integer("limit") == null ? 100 : p.integer("limit");
+        int token = p.integer("next_page_token") == null ? 0 : p.integer("next_page_token");
+        c.ex.sendJson(200, DescribeJson.list(models.list(limit, token)));
     }
 
-    /**
-     * A member's API for its leader (docs/distributed.md, "Across machines"): POST
-     * /cluster/workers starts this node's part of a job, GET /cluster/workers[/ID] shows it,
-     * DELETE /cluster/workers/ID stops it. Not found unless the server is a member.
-     */
-    private boolean cluster(Exchange ex, FullHttpRequest req, String[] seg) throws HttpError {
-        org.tserve.wlm.MemberJobs jobs = models.memberJobs();
-        if (!jobs.enabled() || seg.length < 2 || seg.length > 3 || !seg[1].equals("workers")) {
-            return false;
+    void setDefault(RouteCall c) throws HttpError {
+        StatusResult r = call(() -> models.setDefault(c.path(MODEL), c.path(VERSION)));
+        c.ex.sendStatus(r.status(), r.message());
+    }
+
+    void describe(RouteCall c) throws HttpError {
+        // on the blocking pool: describe waits up to 2 s for the workers' PONGs
+        boolean customized = c.params().bool("customized", false);
+        async(c.ex, () -> describe(c.ex, c.path(MODEL), c.path(VERSION), customized));
+    }
+
+    void scale(RouteCall c) throws HttpError {
+        Params p = c.params();
+        String version = c.path(VERSION);
+        scale(c.ex, c.path(MODEL), version == null ? p.str("model_version") : version, p);
+    }
+
+    void unregister(RouteCall c) throws HttpError {
+        if (!cfg.isModelApiEnabled()) {
+            throw new HttpError(405, "MethodNotAllowedException", "Model API is disabled: unregistering models needs "
+                    + "enable_model_api=true in config.properties (or --enable-model-api)");
         }
-        HttpMethod m = req.method();
-        if (seg.length == 2 && m.equals(HttpMethod.GET)) {
-            ex.sendJson(200, jobs.list());
-        } else if (seg.length == 2 && m.equals(HttpMethod.POST)) {
-            JsonObject spec;
-            try {
-                spec = com.google.gson.JsonParser.parseString(req.content().toString(java.nio.charset.StandardCharsets.UTF_8))
-                        .getAsJsonObject();
-            } catch (RuntimeException e) {
-                throw new HttpError(400, "the body must be a JSON object: " + e.getMessage());
+        async(c.ex, () -> {
+            StatusResult r = models.unregister(c.path(MODEL), c.path(VERSION));
+            c.ex.sendStatus(r.status(), r.message());
+        });
+    }
+
+    /** {@code OPTIONS /models/{m}}: the management document, also on the shared connector. */
+    void options(RouteCall c) {
+        c.ex.sendJson(200, description.management());
+    }
+
+    void v1Ready(RouteCall c) throws HttpError {
+        ModelReadiness.answer(c.ex, models, ModelReadiness.v1Model(c.path(MODEL)), null);
+    }
+
+    void clusterJobs(RouteCall c) {
+        c.ex.sendJson(200, models.memberJobs().list());
+    }
+
+    void clusterStart(RouteCall c) throws HttpError {
+        JsonObject spec;
+        try {
+            spec = com.google.gson.JsonParser.parseString(c.req.content().toString(java.nio.charset.StandardCharsets.UTF_8))
+                    .getAsJsonObject();
+        } catch (RuntimeException e) {
+            throw new HttpError(400, "the body must be a JSON object: " + e.getMessage());
+        }
+        async(c.ex, () -> c.ex.sendJson(200, models.memberJobs().start(spec)));
+    }
+
+    void clusterJob(RouteCall c) throws HttpError {
+        c.ex.sendJson(200, call(() -> models.memberJobs().state(c.path("job_id"))));
+    }
+
+    void clusterStop(RouteCall c) {
+        String id = c.path("job_id");
+        async(c.ex, () -> {
+            JsonObject st = models.memberJobs().stop(id);
+            if (st == null) {
+                throw new WlmException(404, "no job " + id + " on this node");
             }
-            async(ex, () -> ex.sendJson(200, jobs.start(spec)));
-        } else if (seg.length == 3 && m.equals(HttpMethod.GET)) {
-            ex.sendJson(200, call(() -> jobs.state(seg[2])));
-        } else if (seg.length == 3 && m.equals(HttpMethod.DELETE)) {
-            async(ex, () -> {
-                JsonObject st = jobs.stop(seg[2]);
-                if (st == null) {
-                    throw new WlmException(404, "no job " + seg[2] + " on this node");
-                }
-                ex.sendJson(200, st);
-            });
-        } else {
-            throw HttpError.methodNotAllowed();
-        }
-        return true;
+            c.ex.sendJson(200, st);
+        });
+    }
+
+    void register(RouteCall c) throws HttpError {
+        register(c.ex, c.params());
+    }
+
+    void rotate(RouteCall c) throws HttpError {
+        rotate(c.ex, c.q);
     }
 
     private void register(Exchange ex, Params p) throws HttpError {

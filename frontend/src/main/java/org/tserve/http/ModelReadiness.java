@@ -37,10 +37,10 @@ final class ModelReadiness {
         return seg.length == 3 && seg[0].equals("v1") && seg[1].equals("models") && method.equals(HttpMethod.GET);
     }
 
-    /** The model name of a {@code /v1/models/{m}[:verb]} path. */
-    static String v1Model(String[] seg) {
-        int colon = seg[2].indexOf(':');
-        return colon < 0 ? seg[2] : seg[2].substring(0, colon);
+    /** The model name of a {@code /v1/models/{m}[:verb]} path's last segment. */
+    static String v1Model(String segment) {
+        int colon = segment.indexOf(':');
+        return colon < 0 ? segment : segment.substring(0, colon);
     }
 
     /**

@@ -25,21 +25,20 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
     private final ConfigManager cfg;
     private final TokenAuthorization tokens;
     private final InferenceApi inference;
-    private final ManagementApi management;
-    private final WorkflowApi workflows;
+    private final RouteTable.Apis apis;
+    private final List<Route> managementRoutes;
     private final List<ServerExtension> extensions;
     private final ApiDescription description;
 
     RequestHandler(ConnectorType type, ConfigManager cfg, TokenAuthorization tokens, InferenceApi inference,
-                   ManagementApi management, WorkflowApi workflows, List<ServerExtension> extensions,
-                   ApiDescription description) {
+                   RouteTable.Apis apis, List<ServerExtension> extensions, ApiDescription description) {
         this.description = description;
         this.type = type;
         this.cfg = cfg;
         this.tokens = tokens;
         this.inference = inference;
-        this.management = management;
-        this.workflows = workflows;
+        this.apis = apis;
+        this.managementRoutes = RouteTable.of(Route.Api.MANAGEMENT, description.clusterMember());
         this.extensions = extensions;
     }
 
@@ -112,17 +111,21 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 if (!openProbe) {
                     authorize(ctx, req, KeyType.INFERENCE);
                 }
-                if (inference.handle(ex, req, seg, q) || workflows.handleInference(ex, req, seg)) {
+                if (inference.handle(ex, req, seg, q) || apis.workflows().handleInference(ex, req, seg)) {
                     return;
                 }
             }
             if (type != ConnectorType.INFERENCE) {
-                if (seg[0].equals("cluster")) {
+                RouteTable.Match m = RouteTable.match(managementRoutes, seg, req.method());
+                // the token is checked before 404 or 405; every /cluster path takes the leader's key
+                Route.Auth auth = m.route() != null ? m.route().auth
+                        : seg[0].equals("cluster") ? Route.Auth.CLUSTER : Route.Auth.MANAGEMENT;
+                if (auth == Route.Auth.CLUSTER) {
                     authorizeCluster(ctx, req);
                 } else if (!openProbe) {
-                    authorize(ctx, req, seg[0].equals("token") && seg.length == 1 ? KeyType.API : KeyType.MANAGEMENT);
+                    authorize(ctx, req, auth.key);
                 }
-                if (management.handle(ex, req, seg, q) || workflows.handleManagement(ex, req, seg, q)) {
+                if (RouteTable.dispatch(m, apis, ex, req, seg, q)) {
                     return;
                 }
             }

@@ -5,7 +5,6 @@ import com.google.gson.JsonObject;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.handler.codec.http.FullHttpRequest;
 import io.netty.handler.codec.http.HttpMethod;
-import io.netty.handler.codec.http.QueryStringDecoder;
 import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.atomic.AtomicReference;
@@ -70,36 +69,34 @@ final class WorkflowApi {
         return true;
     }
 
-    /** The {@code /workflows} routes; false for any other path. */
-    boolean handleManagement(Exchange ex, FullHttpRequest req, String[] seg, QueryStringDecoder q) throws HttpError {
-        if (seg.length == 0 || seg.length > 2 || !seg[0].equals("workflows")) {
-            return false;
+    /** The {@code /workflows} route handlers ({@link WorkflowRoutes}). */
+    void list(RouteCall c) throws HttpError {
+        c.ex.sendJson(200, list(c.params()));
+    }
+
+    void register(RouteCall c) throws HttpError {
+        Params p = c.params();
+        requireModelApi("registering");
+        String url = p.str("url");
+        if (url == null) {
+            throw new HttpError(400, "Parameter url is required (the .war file in the workflow store).");
         }
-        HttpMethod m = req.method();
-        Params p = Params.of(req, q);
-        if (seg.length == 1 && m.equals(HttpMethod.GET)) {
-            ex.sendJson(200, list(p));
-        } else if (seg.length == 1 && m.equals(HttpMethod.POST)) {
-            requireModelApi("registering");
-            String url = p.str("url");
-            if (url == null) {
-                throw new HttpError(400, "Parameter url is required (the .war file in the workflow store).");
-            }
-            String name = p.str("workflow_name");
-            Integer responseTimeout = p.integer("response_timeout");
-            Integer startupTimeout = p.integer("startup_timeout");
-            async(ex, () -> workflows.register(url, name, responseTimeout, startupTimeout));
-        } else if (seg.length == 2 && m.equals(HttpMethod.GET)) {
-            JsonArray a = new JsonArray();
-            a.add(describe(ManagementApi.call(() -> workflows.get(seg[1]))));
-            ex.sendJson(200, a);
-        } else if (seg.length == 2 && m.equals(HttpMethod.DELETE)) {
-            requireModelApi("unregistering");
-            async(ex, () -> workflows.unregister(seg[1]));
-        } else {
-            throw HttpError.methodNotAllowed();
-        }
-        return true;
+        String name = p.str("workflow_name");
+        Integer responseTimeout = p.integer("response_timeout");
+        Integer startupTimeout = p.integer("startup_timeout");
+        async(c.ex, () -> workflows.register(url, name, responseTimeout, startupTimeout));
+    }
+
+    void describe(RouteCall c) throws HttpError {
+        JsonArray a = new JsonArray();
+        a.add(describe(ManagementApi.call(() -> workflows.get(c.path("workflow_name")))));
+        c.ex.sendJson(200, a);
+    }
+
+    void unregister(RouteCall c) throws HttpError {
+        requireModelApi("unregistering");
+        String name = c.path("workflow_name");
+        async(c.ex, () -> workflows.unregister(name));
     }
 
     private JsonObject list(Params p) throws HttpError {
