@@ -6,8 +6,8 @@ import java.util.Map;
 /**
  * OpenAPI 3 descriptions of each connector's API ({@code OPTIONS /}, {@code /api-description},
  * and the per-model {@code OPTIONS} routes): every route the connector serves, its parameters,
- * request bodies and the statuses it answers. The management routes come from {@link RouteTable},
- * the inference routes from {@link InferenceApiDescription}.
+ * request bodies and the statuses it answers. The inference and management routes come from
+ * {@link RouteTable}.
  *
  * @param tokenAuth token authorization is on: every operation needs {@code Authorization: Bearer <key>}
  * @param clusterMember the server is a cluster member: the management API has the /cluster routes
@@ -21,14 +21,13 @@ record ApiDescription(boolean tokenAuth, boolean clusterMember) {
 
     JsonObject inference() {
         OpenApiBuilder d = start("Inference API", "TorchServe-compatible inference API served by tserve.");
-        InferenceApiDescription.add(d);
-        WorkflowApiDescription.addInference(d);
+        RouteTable.document(d, Route.Api.INFERENCE, RouteTable.of(Route.Api.INFERENCE, clusterMember));
         return d.json();
     }
 
     JsonObject management() {
         OpenApiBuilder d = start("Management API", "TorchServe-compatible management API served by tserve.");
-        RouteTable.document(d, RouteTable.of(Route.Api.MANAGEMENT, clusterMember));
+        RouteTable.document(d, Route.Api.MANAGEMENT, RouteTable.of(Route.Api.MANAGEMENT, clusterMember));
         return d.json();
     }
 

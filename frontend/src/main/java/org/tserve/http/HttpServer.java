@@ -98,8 +98,7 @@ public final class HttpServer {
 
     private void bind(String key, ConfigManager.Address a, ConnectorType type) throws InterruptedException {
         ApiDescription description = new ApiDescription(tokens.isEnabled(), models.memberJobs().enabled());
-        InferenceApi inference = new InferenceApi(models, description);
-        RouteTable.Apis apis = new RouteTable.Apis(new ManagementApi(models, cfg, tokens, blocking, description),
+        RouteTable.Apis apis = new RouteTable.Apis(new InferenceApi(models, description), new ManagementApi(models, cfg, tokens, blocking, description),
                 new WorkflowApi(workflows, models, cfg, blocking, description));
         int maxRequest = cfg.getInt("max_request_size");
         int maxConnections = cfg.getInt("max_connections");
@@ -121,7 +120,7 @@ public final class HttpServer {
                         ch.pipeline().addLast(guard.messages());
                         ch.pipeline().addLast(new RequestDecompressor(maxRequest));
                         ch.pipeline().addLast(new SizeLimitedAggregator(maxRequest));
-                        ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, inference, apis, extensions,
+                        ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, apis, extensions,
                                 description));
                     }
                 });

@@ -8,7 +8,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import org.tserve.wlm.Health;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.ModelManager;
@@ -17,13 +16,10 @@ import org.tserve.wlm.protocol.Header;
 import org.tserve.wlm.protocol.Part;
 
 /**
- * The inference API: /ping, /predictions, /explanations, the KServe-style and OpenAI-compatible
+ * The inference API's handlers ({@link InferenceRoutes} routes to them): /ping, /predictions, /explanations, the KServe-style and OpenAI-compatible
  * routes, SageMaker's /invocations and /models/{m}/invoke, and the legacy /{m}[/{v}]/predict.
  */
 final class InferenceApi {
-    /** First path segments that are never a model name of the legacy /{m}/predict route. */
-    private static final Set<String> RESERVED = Set.of("ping", "predictions", "explanations", "v1", "v2", "models",
-        "invocations", "api-description", "metrics", "token", "workflows", "wfpredict");
     private final ModelManager models;
     private final OpenAiApi openAi;
     private final ApiDescription description;
@@ -34,95 +30,63 @@ final class InferenceApi {
         this.openAi = new OpenAiApi(models, description);
     }
 
-    /** Handles the request if it is an inference route; returns false otherwise. */
-    boolean handle(Exchange ex, FullHttpRequest req, String[] seg, QueryStringDecoder q) throws HttpError {
-        if (seg.length == 0) {
-            return false;
-        }
-        OpenAiApi.Route openAiRoute = OpenAiApi.route(seg);   // /v1/completions, /predictions/{m}/v1/..., ...
-        if (openAiRoute != null) {
-            openAi.handle(ex, req, openAiRoute);
-            return true;
-        }
-        switch (seg[0]) {
-            case "ping":
-                if (seg.length != 1) {
-                    return false;
-                }
-                Health health = models.health();
-                JsonObject o = new JsonObject();
-                o.addProperty("status", health.text);
-                ex.sendJson(health.ready() ? 200 : 500, o);
-                return true;
-            case "predictions":
-            case "explanations":
-                if (seg.length < 2) {
-                    return false;
-                }
-                if (req.method().equals(HttpMethod.OPTIONS)) {
-                    ex.sendJson(200, description.inference());
-                    return true;
-                }
-                String version = seg.length > 2 ? seg[2] : null;
-                StringBuilder extra = new StringBuilder();
-                for (int i = 3; i < seg.length; i++) {
-                    extra.append(i > 3 ? "/" : "").append(seg[i]);
-                }
-                predict(ex, req, seg[1], version, extra.toString(), seg[0].equals("explanations"));
-                return true;
-            case "v1":
-                if (ModelReadiness.isV1Ready(seg, req.method())) {
-                    ModelReadiness.answer(ex, models, ModelReadiness.v1Model(seg[2]), null);
-                    return true;
-                }
-                // KServe v1: /v1/models/{model}:predict | :explain
-                if (seg.length == 3 && seg[1].equals("models") && req.method().equals(HttpMethod.POST)) {
-                    String s = seg[2];
-                    if (s.endsWith(":predict") || s.endsWith(":explain")) {
-                        String model = s.substring(0, s.lastIndexOf(':'));
-                        predict(ex, req, model, null, "", s.endsWith(":explain"));
-                        return true;
-                    }
-                }
-                return false;
-            case "v2":
-                // KServe v2: /v2/models/{model}[/versions/{v}]/infer | /explain; metadata, health (KServeV2)
-                if (KServeGenerate.isGenerate(seg)) {
-                    KServeGenerate.handle(models, ex, req, seg);
-                    return true;
-                }
-                if (KServeV2.isInfer(seg) && req.method().equals(HttpMethod.POST)) {
-                    predict(ex, req, seg[2], KServeV2.inferVersion(seg), "", seg[seg.length - 1].equals("explain"));
-                    return true;
-                }
-                return KServeV2.handle(ex, req, seg, models);
-            case "invocations":
-                // SageMaker: /invocations?model_name=M
-                if (seg.length != 1) {
-                    return false;
-                }
-                queryRoute(ex, req, q, null, null);
-                return true;
-            case "models":
-                // SageMaker multi-model endpoint: /models/{model}/invoke
-                if (seg.length == 3 && seg[2].equals("invoke")) {
-                    queryRoute(ex, req, q, seg[1], null);
-                    return true;
-                }
-                return false;
-            default:
-                // MMS's legacy /{model}/predict and /{model}/{version}/predict
-                if (isLegacyPredict(seg)) {
-                    queryRoute(ex, req, q, seg[0], seg.length == 3 ? seg[1] : null);
-                    return true;
-                }
-                return false;
-        }
+    ModelManager models() {
+        return models;
     }
 
-    /** {@code /{model}/predict} or {@code /{model}/{version}/predict}, the model not one of the API's own names. */
-    static boolean isLegacyPredict(String[] seg) {
-        return (seg.length == 2 || seg.length == 3) && seg[seg.length - 1].equals("predict") && !RESERVED.contains(seg[0]);
+    /** {@code /ping} (any method): the server's health. */
+    void ping(RouteCall c) {
+        Health health = models.health();
+        JsonObject o = new JsonObject();
+        o.addProperty("status", health.text);
+        c.ex.sendJson(health.ready() ? 200 : 500, o);
+    }
+
+    /**
+     * {@code /predictions|explanations/{m}[/{v}[/...]]} (any method): OPTIONS answers the API's
+     * description; segments after the version reach the handler as its url_path header.
+     */
+    void predictions(RouteCall c, boolean explain) throws HttpError {
+        if (c.req.method().equals(HttpMethod.OPTIONS)) {
+            c.ex.sendJson(200, description.inference());
+            return;
+        }
+        predict(c.ex, c.req, c.path(Route.MODEL), c.path(Route.VERSION), c.tail, explain);
+    }
+
+    /** KServe v1: {@code POST /v1/models/{m}:predict|:explain}. */
+    void kserveV1(RouteCall c, boolean explain) throws HttpError {
+        predict(c.ex, c.req, c.path(Route.MODEL), null, "", explain);
+    }
+
+    /** KServe v1 model readiness: {@code GET /v1/models/{m}} ({@code /v1/models/{m}:anything} too). */
+    void v1Ready(RouteCall c) throws HttpError {
+        ModelReadiness.answer(c.ex, models, ModelReadiness.v1Model(c.path(Route.MODEL)), null);
+    }
+
+    /** The Open Inference Protocol's {@code POST /v2/models/{m}[/versions/{v}]/infer|explain}. */
+    void kserveV2(RouteCall c, boolean explain) throws HttpError {
+        predict(c.ex, c.req, c.path(Route.MODEL), c.path(Route.VERSION), "", explain);
+    }
+
+    /** The OIP generate extension ({@link KServeGenerate}). */
+    void generate(RouteCall c, boolean stream) throws HttpError {
+        KServeGenerate.handle(models, c.ex, c.req, c.path(Route.MODEL), c.path(Route.VERSION), stream);
+    }
+
+    /** An OpenAI-compatible route ({@link OpenAiApi}): {@code endpoint} is completions, chat/completions or models. */
+    void openAi(RouteCall c, String endpoint) throws HttpError {
+        openAi.handle(c.ex, c.req, new OpenAiApi.Route(endpoint, c.path(Route.MODEL), c.path(Route.VERSION)));
+    }
+
+    /** SageMaker's {@code /invocations?model_name=M}. */
+    void invocations(RouteCall c) throws HttpError {
+        queryRoute(c.ex, c.req, c.q, null, null);
+    }
+
+    /** SageMaker's {@code /models/{m}/invoke} and MMS' legacy {@code /{m}[/{v}]/predict}. */
+    void legacy(RouteCall c) throws HttpError {
+        queryRoute(c.ex, c.req, c.q, c.path(Route.MODEL), c.path(Route.VERSION));
     }
 
     /**

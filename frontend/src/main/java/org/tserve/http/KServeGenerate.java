@@ -24,26 +24,16 @@ final class KServeGenerate {
     private KServeGenerate() {
     }
 
-    /** {@code v2/models/{m}[/versions/{v}]/generate|generate_stream}. */
-    static boolean isGenerate(String[] seg) {
-        if (seg.length < 4 || !seg[0].equals("v2") || !seg[1].equals("models")) {
-            return false;
-        }
-        String last = seg[seg.length - 1];
-        boolean endpoint = last.equals("generate") || last.equals("generate_stream");
-        return endpoint && (seg.length == 4 || seg.length == 6 && seg[3].equals("versions"));
-    }
-
-    static void handle(ModelManager models, Exchange ex, FullHttpRequest req, String[] seg) throws HttpError {
+    /** {@code v2/models/{m}[/versions/{v}]/generate|generate_stream} (any method: another than POST is 405). */
+    static void handle(ModelManager models, Exchange ex, FullHttpRequest req, String model, String version,
+                       boolean stream) throws HttpError {
         if (!req.method().equals(HttpMethod.POST)) {
             throw new HttpError(405, "Method " + req.method() + " is not allowed here; use POST.");
         }
-        String version = seg.length == 6 ? seg[4] : null;
-        boolean stream = seg[seg.length - 1].equals("generate_stream");
         byte[] body = ByteBufUtil.getBytes(req.content());
         checkBody(new String(body, StandardCharsets.UTF_8));
         try {
-            OpenAiApi.submitForm(models, ex, req, seg[2], version, "generate",
+            OpenAiApi.submitForm(models, ex, req, model, version, "generate",
                     stream ? List.of(Job.STREAM_HINT) : List.of(), body);
         } catch (WlmException e) {
             throw new HttpError(e.getStatus(), e.getMessage());

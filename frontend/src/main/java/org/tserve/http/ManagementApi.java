@@ -1,7 +1,7 @@
 package org.tserve.http;
 
-import static org.tserve.http.InferenceApiDescription.MODEL;
-import static org.tserve.http.InferenceApiDescription.VERSION;
+import static org.tserve.http.Route.MODEL;
+import static org.tserve.http.Route.VERSION;
 
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;

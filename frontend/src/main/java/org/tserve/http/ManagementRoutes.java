@@ -5,8 +5,8 @@ import static io.netty.handler.codec.http.HttpMethod.GET;
 import static io.netty.handler.codec.http.HttpMethod.OPTIONS;
 import static io.netty.handler.codec.http.HttpMethod.POST;
 import static io.netty.handler.codec.http.HttpMethod.PUT;
-import static org.tserve.http.InferenceApiDescription.MODEL;
-import static org.tserve.http.InferenceApiDescription.VERSION;
+import static org.tserve.http.Route.MODEL;
+import static org.tserve.http.Route.VERSION;
 import static org.tserve.http.OpenApiBuilder.STATUS;
 import static org.tserve.http.Route.management;
 

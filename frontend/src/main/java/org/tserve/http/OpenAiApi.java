@@ -10,7 +10,6 @@ import io.netty.handler.codec.http.HttpMethod;
 import java.io.IOException;
 import java.io.StringReader;
 import java.nio.charset.StandardCharsets;
-import java.util.Arrays;
 import java.util.List;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.ModelManager;
@@ -50,37 +49,6 @@ final class OpenAiApi {
         /** The value of {@link #HEADER}: OpenAI's object prefix for the endpoint. */
         String kind() {
             return endpoint.replace('/', '.');
-        }
-    }
-
-    /** The OpenAI route a path's segments name, or null when it is none. */
-    static Route route(String[] seg) {
-        if (seg.length >= 2 && seg[0].equals("v1")) {
-            String ep = endpoint(seg, 1);
-            return ep == null ? null : new Route(ep, null, null);
-        }
-        if (seg.length >= 4 && seg[0].equals("predictions")) {
-            String ep = seg[2].equals("v1") ? endpoint(seg, 3) : null;
-            if (ep != null) {
-                return new Route(ep, seg[1], null);
-            }
-            ep = seg.length >= 5 && seg[3].equals("v1") ? endpoint(seg, 4) : null;
-            if (ep != null) {
-                return new Route(ep, seg[1], seg[2]);
-            }
-        }
-        return null;
-    }
-
-    private static String endpoint(String[] seg, int from) {
-        String rest = String.join("/", Arrays.copyOfRange(seg, from, seg.length));
-        switch (rest) {
-            case "completions":
-            case "chat/completions":
-            case "models":
-                return rest;
-            default:
-                return null;
         }
     }
 

@@ -24,20 +24,19 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
     private final ConnectorType type;
     private final ConfigManager cfg;
     private final TokenAuthorization tokens;
-    private final InferenceApi inference;
     private final RouteTable.Apis apis;
+    private final List<Route> inferenceRoutes;
     private final List<Route> managementRoutes;
     private final List<ServerExtension> extensions;
     private final ApiDescription description;
 
-    RequestHandler(ConnectorType type, ConfigManager cfg, TokenAuthorization tokens, InferenceApi inference,
-                   RouteTable.Apis apis, List<ServerExtension> extensions, ApiDescription description) {
+    RequestHandler(ConnectorType type, ConfigManager cfg, TokenAuthorization tokens, RouteTable.Apis apis, List<ServerExtension> extensions, ApiDescription description) {
         this.description = description;
         this.type = type;
         this.cfg = cfg;
         this.tokens = tokens;
-        this.inference = inference;
         this.apis = apis;
+        this.inferenceRoutes = RouteTable.of(Route.Api.INFERENCE, description.clusterMember());
         this.managementRoutes = RouteTable.of(Route.Api.MANAGEMENT, description.clusterMember());
         this.extensions = extensions;
     }
@@ -100,23 +99,26 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 }
                 throw HttpError.notFound();
             }
-            boolean inferenceRoute = type != ConnectorType.MANAGEMENT && isInferenceRoute(seg);
-            if (inferenceRoute && OpenAiApi.route(seg) != null) {
-                ex.useOpenAiErrors();   // from the token check on, errors take OpenAI's shape
-            } else if (inferenceRoute && KServeGenerate.isGenerate(seg)) {
-                ex.useOipErrors();
-            }
-            boolean openProbe = cfg.getBool("health_check_no_auth") && ModelReadiness.isProbe(seg, req.method());
-            if (inferenceRoute) {
+            RouteTable.Match inference = RouteTable.match(inferenceRoutes, seg, req.method());
+            RouteTable.Match management = RouteTable.match(managementRoutes, seg, req.method());
+            boolean openProbe = cfg.getBool("health_check_no_auth")
+                    && (probe(inference) || type != ConnectorType.INFERENCE && probe(management));
+            if (type != ConnectorType.MANAGEMENT && (inference.claimed() || RouteTable.inferenceOnly(seg))) {
+                Route r = inference.route();
+                if (r != null && r.errors == Route.Errors.OPENAI) {
+                    ex.useOpenAiErrors();   // from the token check on, errors take OpenAI's shape
+                } else if (r != null && r.errors == Route.Errors.OIP) {
+                    ex.useOipErrors();
+                }
                 if (!openProbe) {
                     authorize(ctx, req, KeyType.INFERENCE);
                 }
-                if (inference.handle(ex, req, seg, q) || apis.workflows().handleInference(ex, req, seg)) {
+                if (RouteTable.dispatch(inference, apis, ex, req, seg, q)) {
                     return;
                 }
             }
             if (type != ConnectorType.INFERENCE) {
-                RouteTable.Match m = RouteTable.match(managementRoutes, seg, req.method());
+                RouteTable.Match m = management;
                 // the token is checked before 404 or 405; every /cluster path takes the leader's key
                 Route.Auth auth = m.route() != null ? m.route().auth
                         : seg[0].equals("cluster") ? Route.Auth.CLUSTER : Route.Auth.MANAGEMENT;
@@ -142,24 +144,9 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
         }
     }
 
-    private static boolean isInferenceRoute(String[] seg) {
-        switch (seg[0]) {
-            case "ping":
-            case "predictions":
-            case "explanations":
-                return true;
-            case "v1":
-                // OpenAI routes, KServe v1 predict/explain and model ready
-                return OpenAiApi.route(seg) != null || seg.length == 3 && seg[1].equals("models");
-            case "v2":
-            case "invocations":
-            case "wfpredict":
-                return true;
-            case "models":
-                return seg.length == 3 && seg[2].equals("invoke");
-            default:
-                return InferenceApi.isLegacyPredict(seg);
-        }
+    /** The route found answers without a token when health_check_no_auth=true (Kubernetes probes). */
+    private static boolean probe(RouteTable.Match m) {
+        return m.route() != null && m.route().auth.probe();
     }
 
     private void authorize(ChannelHandlerContext ctx, FullHttpRequest req, KeyType key) throws HttpError {

@@ -11,14 +11,18 @@ final class RouteCall {
     final FullHttpRequest req;
     final QueryStringDecoder q;
     private final Map<String, String> path;
+    /** The segments after a {@link Route#tail} route's pattern, joined by {@code /} ("" when none). */
+    final String tail;
     private Params params;
 
-    RouteCall(RouteTable.Apis apis, Exchange ex, FullHttpRequest req, QueryStringDecoder q, Map<String, String> path) {
+    RouteCall(RouteTable.Apis apis, Exchange ex, FullHttpRequest req, QueryStringDecoder q, Map<String, String> path,
+              String tail) {
         this.apis = apis;
         this.ex = ex;
         this.req = req;
         this.q = q;
         this.path = path;
+        this.tail = tail;
     }
 
     /** The segment a {@code {name}} of the route's path matched, null if the path has none. */

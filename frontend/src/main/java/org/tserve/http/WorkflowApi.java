@@ -41,16 +41,15 @@ final class WorkflowApi {
         this.blocking = blocking;
     }
 
-    /** {@code /wfpredict/{name}}; false for any other path. */
-    boolean handleInference(Exchange ex, FullHttpRequest req, String[] seg) throws HttpError {
-        if (seg.length != 2 || !seg[0].equals("wfpredict")) {
-            return false;
-        }
+    /** {@code /wfpredict/{workflow_name}} (any method; OPTIONS answers the inference API's description). */
+    void predict(RouteCall c) throws HttpError {
+        Exchange ex = c.ex;
+        FullHttpRequest req = c.req;
         if (req.method().equals(HttpMethod.OPTIONS)) {
             ex.sendJson(200, description.inference());
-            return true;
+            return;
         }
-        Workflow wf = ManagementApi.call(() -> workflows.get(seg[1]));
+        Workflow wf = ManagementApi.call(() -> workflows.get(c.path("workflow_name")));
         List<Header> headers = InputParser.headers(req, 2);
         // A client that goes away cancels the run; the listener goes once the run is answered
         // (a keep-alive connection must not collect one per request).
@@ -66,7 +65,6 @@ final class WorkflowApi {
                 () -> ex.ctx.channel().closeFuture().removeListener(cancelOnClose));
         run.set(WorkflowExecutor.run(wf, job -> InferenceRequests.submit(models, job), ex.requestId, headers,
                 InputParser.parts(req), client));
-        return true;
     }
 
     /** The {@code /workflows} route handlers ({@link WorkflowRoutes}). */

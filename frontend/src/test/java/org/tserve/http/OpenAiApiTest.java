@@ -7,12 +7,21 @@ import static org.junit.Assert.fail;
 
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import io.netty.handler.codec.http.HttpMethod;
+import java.util.Map;
 import org.junit.Test;
 
 /** OpenAI routes, the body's model field and OpenAI's error shape, without a server. */
 public class OpenAiApiTest {
+    /** The OpenAI route the route table finds for a path (any method), or null. */
     private static OpenAiApi.Route route(String path) {
-        return OpenAiApi.route(RequestHandler.segments(path));
+        String[] seg = RequestHandler.segments(path);
+        Route r = RouteTable.match(RouteTable.of(Route.Api.INFERENCE, false), seg, HttpMethod.PATCH).route();
+        if (r == null || r.errors != Route.Errors.OPENAI) {
+            return null;
+        }
+        Map<String, String> p = RouteTable.pathParams(r, seg);
+        return new OpenAiApi.Route(r.path.substring(r.path.indexOf("/v1/") + 4), p.get(Route.MODEL), p.get(Route.VERSION));
     }
 
     private static void assertRoute(String path, String endpoint, String model, String version) {

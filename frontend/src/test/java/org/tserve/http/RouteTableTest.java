@@ -28,7 +28,7 @@ public class RouteTableTest {
     private static String[] sample(Route r) {
         String[] seg = r.segments.clone();
         for (int i = 0; i < seg.length; i++) {
-            seg[i] = Route.isParam(seg[i]) ? "x" + i : seg[i];
+            seg[i] = Route.isParam(seg[i]) ? "x" + i + seg[i].substring(seg[i].indexOf('}') + 1) : seg[i];   // {m}:verb
         }
         return seg;
     }
@@ -43,12 +43,28 @@ public class RouteTableTest {
     }
 
     @Test
+    public void theInferenceAndSharedDocumentsHaveEveryRouteAndNothingElse() {
+        for (boolean member : new boolean[] {false, true}) {
+            Set<String> inference = new TreeSet<>(Set.of("OPTIONS /", "GET /api-description"));
+            RouteTable.of(Route.Api.INFERENCE, member).forEach(r -> inference.add(r.method.name() + " " + r.path));
+            ApiDescription d = new ApiDescription(true, member);
+            assertEquals(inference, documented(d.inference()));
+            assertEquals(inference, documented(d.forConnector(ConnectorType.INFERENCE)));
+            Set<String> shared = new TreeSet<>(inference);
+            RouteTable.of(Route.Api.MANAGEMENT, member).forEach(r -> shared.add(r.method.name() + " " + r.path));
+            assertEquals(shared, documented(d.forConnector(ConnectorType.INFERENCE_AND_MANAGEMENT)));
+        }
+    }
+
+    @Test
     public void everyRouteIsReachedByItsOwnPathAndMethod() {
-        List<Route> all = RouteTable.of(Route.Api.MANAGEMENT, true);
-        for (Route r : all) {
-            assertNotNull(r.path, r.handler);
-            RouteTable.Match m = RouteTable.match(all, sample(r), r.method);
-            assertSame(r.method + " " + r.path + " is shadowed", r, m.route());
+        for (Route.Api api : Route.Api.values()) {
+            List<Route> all = RouteTable.of(api, true);
+            for (Route r : all) {
+                assertNotNull(r.path, r.handler);
+                RouteTable.Match m = RouteTable.match(all, sample(r), r.method);
+                assertSame(r.method + " " + r.path + " is shadowed", r, m.route());
+            }
         }
     }
 
@@ -61,6 +77,49 @@ public class RouteTableTest {
             // TorchServe's /token answers every method
             assertEquals(r.path, r.anyMethod ? r : null, m.route());
         }
+    }
+
+    @Test
+    public void inferenceRoutesAnswerEveryMethodOrFallThrough() {
+        List<Route> all = RouteTable.of(Route.Api.INFERENCE, false);
+        for (Route r : all) {
+            RouteTable.Match m = RouteTable.match(all, sample(r), HttpMethod.PATCH);
+            assertTrue(r.path, m.claimed());
+            // no inference path answers 405 from the table: a route's handler does, or another method is 404
+            assertEquals(r.path, m.route() != null, m.pathKnown());
+        }
+    }
+
+    private static String found(String method, String path) {
+        Route r = RouteTable.match(RouteTable.of(Route.Api.INFERENCE, false), RequestHandler.segments(path),
+                HttpMethod.valueOf(method)).route();
+        return r == null ? null : r.operationId;
+    }
+
+    @Test
+    public void inferencePatterns() {
+        // {model}:verb; GET on any /v1/models/{x} is the readiness probe (TorchServe ignores a :suffix)
+        assertEquals("kservePredict", found("POST", "/v1/models/m:predict"));
+        assertEquals("kserveExplain", found("POST", "/v1/models/m:explain"));
+        assertEquals("kserveModelReady", found("GET", "/v1/models/m:predict"));
+        assertNull(found("POST", "/v1/models/m"));
+        assertEquals("m", RouteTable.pathParams(RouteTable.of(Route.Api.INFERENCE, false).stream()
+                .filter(r -> r.operationId.equals("kservePredict")).findFirst().orElseThrow(),
+                RequestHandler.segments("/v1/models/m:predict")).get(Route.MODEL));
+        // a tail after the version; the OpenAI forms come first
+        assertEquals("versionPredictions", found("PUT", "/predictions/m/1/a/b"));
+        assertEquals("openaiModelCompletions", found("POST", "/predictions/m/v1/completions"));
+        assertEquals("openaiModelVersionModels", found("GET", "/predictions/m/v1/v1/models"));
+        assertEquals("modelApiDescription", found("OPTIONS", "/predictions/m"));
+        // the legacy catch-all never takes the API's own names
+        assertEquals("legacyPredict", found("POST", "/m/predict"));
+        assertEquals("legacyVersionPredict", found("GET", "/m/1/predict"));
+        for (String reserved : new String[] {"ping", "v2", "models", "token", "api-description",
+            "metrics", "invocations"}) {   // (/workflows/predict is a management path, /wfpredict/predict a workflow)
+            assertNull(reserved, found("POST", "/" + reserved + "/predict"));
+        }
+        assertTrue(RouteTable.inferenceOnly(new String[] {"v2", "unknown"}));
+        assertFalse(RouteTable.inferenceOnly(new String[] {"models", "m"}));
     }
 
     @Test
