@@ -49,7 +49,7 @@ def pss_mb(pid: int) -> float:
 
 def zygote_pid(srv: Server) -> int | None:
     for p in procstat.process_tree(srv.pid):
-        if "ts.zygote" in procstat.cmdline(p.pid) and p.pid not in ready_pids(srv, "mlp"):
+        if "ts.warmstart.zygote" in procstat.cmdline(p.pid) and p.pid not in ready_pids(srv, "mlp"):
             return p.pid
     return None
 

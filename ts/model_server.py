@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import ts
-from ts import zygote_spawn
 from ts.arg_parser import ArgParser
 from ts.version import version_line
+from ts.warmstart import spawn as zygote_spawn
 
 MAIN_CLASS = "org.tserve.ModelServer"
 READY_LINE = "Model server started."

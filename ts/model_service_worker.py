@@ -6,7 +6,7 @@
 It binds, prints ``[PID]<pid>`` and ``Torch worker started.``, accepts one connection and
 serves LOAD / INFERENCE / PING / STOP frames (docs/protocol.md) until the socket closes.
 The main thread reads each frame and handles it in arrival order: read, decode, run, answer,
-with no thread hand-off on the way (``ts/frame_source.py``: a watcher thread answers PING while
+with no thread hand-off on the way (``ts/protocol/frame_source.py``: a watcher thread answers PING while
 a long batch runs).
 """
 
@@ -32,9 +32,9 @@ if __name__ == "__main__" and not __package__:
     sys.path.insert(0, os.path.dirname(_HERE))
 
 from ts.arg_parser import ArgParser  # noqa: E402
-from ts.frame_source import FrameSource  # noqa: E402
 from ts.protocol import codec  # noqa: E402
 from ts.protocol.codec import Frame, FrameType  # noqa: E402
+from ts.protocol.frame_source import FrameSource  # noqa: E402
 
 logger = logging.getLogger("ts.worker")
 

@@ -126,7 +126,7 @@ def test_runs_of_one_cell_add_up() -> None:
 
 
 def test_bare_loop_decodes_a_batch(tmp_path, monkeypatch) -> None:
-    from ts.llm.tiny import build_model, build_tokenizer
+    from benchmarks.tiny_llm import build_model, build_tokenizer
 
     # loading a model makes torch create its inductor cache dir: keep it in tmp_path
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))

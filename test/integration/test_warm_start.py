@@ -34,7 +34,7 @@ def probe(server: harness.Server, model: str = "probe") -> dict:
 
 def zygote_of(server: harness.Server) -> psutil.Process:
     # the server's own child: forked workers carry the zygote's command line too
-    found = [p for p in psutil.Process(server.pid).children() if "ts.zygote" in " ".join(p.cmdline())]
+    found = [p for p in psutil.Process(server.pid).children() if "ts.warmstart.zygote" in " ".join(p.cmdline())]
     assert len(found) == 1, found
     return found[0]
 
@@ -137,7 +137,7 @@ def test_workers_start_cold_once_the_zygote_is_gone(store: Path) -> None:
 
 def test_warm_starts_can_be_turned_off(store: Path) -> None:
     with harness.Server(store, {"warm_worker_start": "false"}) as s:
-        assert not [p for p in psutil.Process(s.pid).children() if "ts.zygote" in " ".join(p.cmdline())]
+        assert not [p for p in psutil.Process(s.pid).children() if "ts.warmstart.zygote" in " ".join(p.cmdline())]
         r = s.register("probe.mar", initial_workers=1, synchronous="true")
         assert r.status_code == 200, r.text
         got = probe(s)
@@ -184,7 +184,7 @@ def test_the_launcher_starts_the_zygote_before_the_frontend_which_adopts_and_sto
         got = requests.post(f"{inference}/predictions/probe", data=b"x", timeout=30).json()
         zygote = psutil.Process(got["ppid"])
         assert got["warm"] == "1" and got["torchImported"]
-        assert "ts.zygote" in " ".join(zygote.cmdline()) and "--exit-on-stdin-eof" in zygote.cmdline()
+        assert "ts.warmstart.zygote" in " ".join(zygote.cmdline()) and "--exit-on-stdin-eof" in zygote.cmdline()
         assert zygote.pid not in {p.pid for p in jvm.children(recursive=True)}, "the launcher's, not the JVM's"
         assert f"zygote pid {zygote.pid} (started by the launcher)" in (tmp_path / "logs" / "ts_log.log").read_text()
     finally:

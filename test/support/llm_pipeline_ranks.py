@@ -3,7 +3,7 @@
     torchrun --nproc-per-node N test/support/llm_pipeline_ranks.py --layers L --new-tokens T \\
         --max-batch-size B --max-tokens-per-step S --output out.json PROMPT...
 
-Every rank builds the same tiny Llama (ts/llm/tiny.py, seeded), keeps its own stage and runs
+Every rank builds the same tiny Llama (benchmarks/tiny_llm.py, seeded), keeps its own stage and runs
 the same batch through ``PipelineEngine.generate_all``: the same commands on every rank, as the
 coordinator gives them in the server. Rank 0 writes each prompt's generated token ids and
 each rank's stage (its layers and parameter count) and the seconds generation took to
@@ -20,9 +20,9 @@ import time
 import torch
 import torch.distributed as dist
 
+from benchmarks.tiny_llm import build_model, build_tokenizer
 from ts.llm.engine import SamplingParams
-from ts.llm.pipeline import PipelineEngine, PipelineStage
-from ts.llm.tiny import build_model, build_tokenizer
+from ts.llm.pipeline_parallel import PipelineEngine, PipelineStage
 
 
 def main() -> None:

@@ -7,9 +7,9 @@ import socket
 import threading
 import time
 
-from ts.frame_source import FrameSource
 from ts.protocol import codec
 from ts.protocol.codec import FrameType
+from ts.protocol.frame_source import FrameSource
 
 
 def test_poll_returns_at_once_after_a_long_busy_step_and_then_sees_new_frames() -> None:

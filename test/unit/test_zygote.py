@@ -1,6 +1,6 @@
 """The zygote and its launcher without the server: a forked worker's output and exit status reach
 the launcher, signals are relayed, the worker dies with its launcher, and no zygote means a cold
-start (ts/zygote.py, ts/zygote_launch.py)."""
+start (ts/warmstart/zygote.py, ts/warmstart/launch.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 import harness
 
 ROOT = Path(__file__).resolve().parents[2]
-LAUNCH = ROOT / "ts" / "zygote_launch.py"
+LAUNCH = ROOT / "ts" / "warmstart" / "launch.py"
 
 
 def env() -> dict[str, str]:
@@ -26,7 +26,7 @@ def env() -> dict[str, str]:
 @pytest.fixture()
 def zygote(tmp_path: Path):
     sock = tmp_path / "z.sock"
-    proc = subprocess.Popen([sys.executable, "-m", "ts.zygote", "--socket", str(sock), "--preload", "json"],
+    proc = subprocess.Popen([sys.executable, "-m", "ts.warmstart.zygote", "--socket", str(sock), "--preload", "json"],
                             env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert "zygote ready" in proc.stdout.readline()

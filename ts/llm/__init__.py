@@ -1,6 +1,6 @@
 """LLM serving: a continuous-batching generation engine for Hugging Face causal LMs.
 
 ``ts.llm.engine`` holds the engine; ``ts.torch_handler.llm_handler`` serves it (TorchServe
-style, OpenAI completions and chat completions, streamed or not); ``ts.llm.tiny`` builds a
-tiny Llama and a local tokenizer for tests and examples.
+style, OpenAI completions and chat completions, streamed or not). The tiny Llama of the tests,
+examples and benchmarks is built by ``benchmarks/tiny_llm.py``, outside the runtime package.
 """

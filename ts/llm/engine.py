@@ -295,7 +295,7 @@ class GenerationEngine:
         stats.prefill_tokens = sum(len(s.prompt_ids) for s in group) + (chunk[1] if chunk else 0)
         return chunk, group
 
-    # PipelineEngine (ts/llm/pipeline.py) overrides _forward and _sample to run one pipeline stage:
+    # PipelineEngine (ts/llm/pipeline_parallel.py) overrides _forward and _sample to run one pipeline stage:
     # keep their signatures (a forward may return None on a stage without the LM head)
     def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any,
                  attention_mask: torch.Tensor | None, last: list[int] | None = None) -> torch.Tensor:

@@ -38,7 +38,7 @@ from ts.handler_utils.distributed.coordinator import RankCoordinator
 from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
-from ts.llm.pipeline import PipelineEngine, load_stage
+from ts.llm.pipeline_parallel import PipelineEngine, load_stage
 from ts.llm.sessions import COMPLETED, Conversations
 from ts.torch_handler.base_handler import BaseHandler
 
@@ -137,7 +137,7 @@ class LLMHandler(BaseHandler):
         stage = None
         if info.world_size > 1:
             ensure_process_group(info, self.device)
-        if info.world_size > 1 and parallel == "pp":  # each rank keeps its run of layers (ts/llm/pipeline.py)
+        if info.world_size > 1 and parallel == "pp":  # each rank keeps its run of layers (ts/llm/pipeline_parallel.py)
             stage = load_stage(path, dtype, trust, info.rank, info.world_size, self.device)
             self.model = stage.model
         elif info.world_size > 1:  # torchrun ranks: the model sharded by its own tensor-parallel plan

@@ -16,7 +16,7 @@ public final class Arguments {
     public String cppLogConfig;
     /** {@code --member-of}: the leader's management address (config key cluster_leader). */
     public String memberOf;
-    /** {@code --zygote PID:SOCKET}: a zygote the launcher started for this server (ts/zygote_spawn.py). */
+    /** {@code --zygote PID:SOCKET}: a zygote the launcher started for this server (ts/warmstart/spawn.py). */
     public String zygote;
 
     /** Parses the arguments; an unknown option or a missing value throws a ConfigException. */

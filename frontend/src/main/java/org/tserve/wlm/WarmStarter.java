@@ -15,9 +15,9 @@ import org.apache.logging.log4j.Logger;
 import org.tserve.util.Logging;
 
 /**
- * The zygote of warm worker starts ({@code python -m ts.zygote}): one template process per server
+ * The zygote of warm worker starts ({@code python -m ts.warmstart.zygote}): one template process per server
  * that has imported torch once and forks plain workers from there. Workers are launched through
- * {@code ts/zygote_launch.py}, which falls back to a cold start when the zygote is gone, so this
+ * {@code ts/warmstart/launch.py}, which falls back to a cold start when the zygote is gone, so this
  * class only starts, watches and stops the zygote (docs/performance.md, "Warm starts").
  */
 public final class WarmStarter {
@@ -26,7 +26,7 @@ public final class WarmStarter {
     private final ProcessHandle process;
     private final Path socket;
     private final Path launcher;
-    /** Started by the launcher (ts/zygote_spawn.py): its socket folder is removed here at stop. */
+    /** Started by the launcher (ts/warmstart/spawn.py): its socket folder is removed here at stop. */
     private final boolean adopted;
     private volatile boolean stopping;
 
@@ -52,7 +52,7 @@ public final class WarmStarter {
             return null;
         }
         Path socket = Path.of(pidAndSocket.substring(colon + 1));
-        WarmStarter w = new WarmStarter(h.orElse(null), socket, Path.of(modelServerHome, "ts", "zygote_launch.py"), true);
+        WarmStarter w = new WarmStarter(h.orElse(null), socket, launcherScript(modelServerHome), true);
         if (h.isEmpty() || !h.get().isAlive() || !wanted) {
             LOG.info("warm worker starts off: " + (wanted ? "the launcher's zygote has exited" : "warm_worker_start=false"));
             w.stop();
@@ -63,6 +63,11 @@ public final class WarmStarter {
         return w;
     }
 
+    /** The stdlib-only launcher every warm-started worker runs (ts/warmstart/launch.py). */
+    static Path launcherScript(String modelServerHome) {
+        return Path.of(modelServerHome, "ts", "warmstart", "launch.py");
+    }
+
     /**
      * Starts the zygote with the workers' interpreter and base environment; it preloads
      * {@code preload} (comma-separated modules) while the server starts. Returns null, with a
@@ -70,13 +75,13 @@ public final class WarmStarter {
      */
     public static WarmStarter start(String python, Path socketDir, String modelServerHome, String preload,
                                     String envBlacklist) {
-        Path launcher = Path.of(modelServerHome, "ts", "zygote_launch.py");
+        Path launcher = launcherScript(modelServerHome);
         if (!Files.isRegularFile(launcher)) {
             LOG.warn("warm worker starts off: " + launcher + " not found");
             return null;
         }
         Path socket = socketDir.resolve("zygote.sock");
-        ProcessBuilder pb = new ProcessBuilder(python, "-m", "ts.zygote", "--socket", socket.toString(),
+        ProcessBuilder pb = new ProcessBuilder(python, "-m", "ts.warmstart.zygote", "--socket", socket.toString(),
                 "--preload", preload);
         pb.directory(socketDir.toFile());
         pb.redirectErrorStream(true);
@@ -96,7 +101,7 @@ public final class WarmStarter {
             LOG.info("warm worker starts: zygote pid " + p.pid() + " preloading " + preload);
             return w;
         } catch (IOException ex) {
-            LOG.warn("warm worker starts off: cannot start " + python + " -m ts.zygote: " + ex.getMessage());
+            LOG.warn("warm worker starts off: cannot start " + python + " -m ts.warmstart.zygote: " + ex.getMessage());
             return null;
         }
     }
@@ -164,7 +169,7 @@ public final class WarmStarter {
                 process.destroyForcibly();
             }
         }
-        if (adopted) {   // the launcher made the folder for this server (ts/zygote_spawn.py)
+        if (adopted) {   // the launcher made the folder for this server (ts/warmstart/spawn.py)
             try {
                 Files.deleteIfExists(socket);
                 Files.deleteIfExists(socket.getParent());

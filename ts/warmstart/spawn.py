@@ -65,15 +65,15 @@ def worker_env(props: dict[str, str], home: str) -> dict[str, str]:
 
 
 def spawn(props: dict[str, str], home: str, tmp_dir: str | None, out: int | None) -> SpawnedZygote | None:
-    """Starts ``python -m ts.zygote`` for the frontend to adopt; None when the frontend should start it."""
-    if not wanted(props) or not (Path(home) / "ts" / "zygote_launch.py").is_file():
+    """Starts ``python -m ts.warmstart.zygote`` for the frontend to adopt; None when the frontend should start it."""
+    if not wanted(props) or not (Path(home) / "ts" / "warmstart" / "launch.py").is_file():
         return None
     sock_dir = Path(tempfile.mkdtemp(prefix="tsz-", dir=tmp_dir))
     sock = sock_dir / "zygote.sock"
     preload = props.get("warm_start_preload", "torch").strip()
     read_end, write_end = os.pipe()
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "ts.zygote", "--socket", str(sock), "--preload", preload,
+        proc = subprocess.Popen([sys.executable, "-m", "ts.warmstart.zygote", "--socket", str(sock), "--preload", preload,
                                  "--exit-on-stdin-eof"], stdin=read_end, stdout=out, stderr=subprocess.STDOUT,
                                 cwd=sock_dir, env=worker_env(props, home), start_new_session=True)
     except OSError:

@@ -1,11 +1,11 @@
 """Warm worker starts: a template process that imports torch once and forks workers from there.
 
-    python -m ts.zygote --socket DIR/zygote.sock --preload torch
+    python -m ts.warmstart.zygote --socket DIR/zygote.sock --preload torch
 
 Starting a worker costs mostly ``import torch`` (1.5 s and more here); a fork of a process that
 has already imported it costs milliseconds, and the forked workers share those pages
 copy-on-write. The frontend starts one zygote per server; each plain worker is then started
-as ``ts/zygote_launch.py``, a stdlib-only stand-in that asks the zygote for a fork, hands it its
+as ``ts/warmstart/launch.py``, a stdlib-only stand-in that asks the zygote for a fork, hands it its
 stdout/stderr, relays signals and exits with the worker's status — so the frontend keeps a
 process of its own to watch and kill, as with a cold start (docs/performance.md, "Warm starts").
 
@@ -74,7 +74,7 @@ class Zygote:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         self.sel.register(self.listener, selectors.EVENT_READ, "accept")
         self.sel.register(self.wake_r, selectors.EVENT_READ, "reap")
-        if exit_on_stdin_eof:  # started by the launcher: stdin's writer is the frontend (ts/zygote_spawn.py)
+        if exit_on_stdin_eof:  # started by the launcher: stdin's writer is the frontend (ts/warmstart/spawn.py)
             self.sel.register(0, selectors.EVENT_READ, "lifeline")
 
     def serve(self) -> None:
@@ -249,7 +249,7 @@ def preload(modules: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="ts.zygote", description="tserve warm-start template process")
+    p = argparse.ArgumentParser(prog="ts.warmstart.zygote", description="tserve warm-start template process")
     p.add_argument("--socket", required=True, help="Unix socket path to listen on")
     p.add_argument("--preload", default="torch", help="comma-separated modules to import before forking")
     p.add_argument("--exit-on-stdin-eof", action="store_true", help="exit when stdin closes (the frontend's lifeline)")

@@ -1,6 +1,6 @@
-"""Starts a worker warm: asks the zygote (ts/zygote.py) to fork one, and stands in for it.
+"""Starts a worker warm: asks the zygote (ts/warmstart/zygote.py) to fork one, and stands in for it.
 
-    python -I -S ts/zygote_launch.py --zygote DIR/zygote.sock -- WORKER_ARGS...
+    python -I -S ts/warmstart/launch.py --zygote DIR/zygote.sock -- WORKER_ARGS...
 
 The frontend runs this instead of ``python -m ts.model_service_worker WORKER_ARGS``. It imports
 only the standard library (starts in ~20 ms), hands the zygote its stdin/stdout/stderr and one
@@ -58,7 +58,7 @@ def wait_gone(pid: int) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[0] != "--zygote" or argv[2] != "--":
-        print("usage: zygote_launch.py --zygote SOCKET -- WORKER_ARGS...", file=sys.stderr)
+        print("usage: ts/warmstart/launch.py --zygote SOCKET -- WORKER_ARGS...", file=sys.stderr)
         return 2
     path, worker_args = argv[1], argv[3:]
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
