@@ -61,7 +61,10 @@ def source_copy(dest: Path) -> Path:
 
 def build_env(work: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV", "TSERVE_SKIP_JAVA_BUILD",
-                                                            "TSERVE_GRADLE", "TSERVE_GRADLE_ARGS", "MAKEFLAGS", "MFLAGS")}
+                                                            "TSERVE_GRADLE", "TSERVE_GRADLE_ARGS", "MAKEFLAGS", "MFLAGS",
+                                                            # under `make test` the child make would count as a sub-make
+                                                            # and print "Entering directory": the user's shell has none
+                                                            "MAKELEVEL")}
     (work / "tmp").mkdir(exist_ok=True)
     env.update(TMPDIR=str(work / "tmp"), PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     return env
