@@ -9,7 +9,8 @@ GRADLE := gradle --no-daemon -q
 JVM_BANNER := '^(openjdk version|OpenJDK Runtime|OpenJDK 64-Bit|WARNING: (A terminally deprecated|System::setSecurityManager|Please consider reporting this to the maintainers of org.gradle))'
 JAR := ts/frontend/tserve-frontend.jar
 # Java 17 and Debian's Gradle 4.4.1 build the frontend; every Java library and protoc come from Maven Central.
-APT_PACKAGES := openjdk-17-jdk-headless gradle etcd-server
+# prometheus ships promtool, which test_log_formats runs over /metrics (Prometheus naming).
+APT_PACKAGES := openjdk-17-jdk-headless gradle etcd-server prometheus
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle gradle.properties
 
@@ -100,10 +101,10 @@ test-java: | apt
 	@$(GRADLE) test javaCoverage 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
 
 # Coverage floor of `make test-python` (pytest-cov's TOTAL over ts/ and the archivers, all of test/ and
-# benchmarks/tests): the run fails under it. A fresh-clone `bash .ci/run` printed TOTAL 91 % (7209
-# statements, 624 missed) on 2026-12-04; the floor is that rounded down less one point of run-to-run
-# margin, which is the target of 90. Raise it whenever the TOTAL passes the next percent.
-PY_COVERAGE_FLOOR := 90
+# benchmarks/tests): the run fails under it. A fresh-clone `bash .ci/run` printed TOTAL 92.38 % (8631
+# statements) on 2026-12-04; the floor is that rounded down less one point of run-to-run margin.
+# Raise it whenever the TOTAL passes the next percent.
+PY_COVERAGE_FLOOR := 91
 
 test-python: install
 	@echo "== Python tests"

@@ -1,6 +1,7 @@
 """Soak: tserve under steady load while its workers are SIGKILLed at random (issue 16).
 
     .venv/bin/python -m benchmarks.soak [--duration 1800] [--load 0.7] [--out .bench/soak.json]
+    .venv/bin/python -m benchmarks.soak hostile [--duration 60]    # issue 27: benchmarks/hostile_soak.py
 
 Builds the benchmark's echo and mlp models (benchmarks/models.py), starts one tserve (the
 benchmark's launcher, benchmarks/servers.py) with ``--workers`` workers per model, measures the
@@ -258,6 +259,11 @@ def summary(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["hostile"]:  # issue 27's soak: hostile classes mixed with valid load
+        from benchmarks import hostile_soak
+
+        return hostile_soak.main(argv[1:])
     ap = argparse.ArgumentParser(prog="benchmarks.soak", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=1800.0, help="seconds of load with kills (default 1800)")
@@ -276,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("need 0 < --load <= 1, --duration > 0 and 0 < --kill-min <= --kill-max")
     report = soak(args)
     report["problems"] = verdict(report)
-    report["command"] = " ".join(["python -m benchmarks.soak", *(argv if argv is not None else sys.argv[1:])])
+    report["command"] = " ".join(["python -m benchmarks.soak", *argv])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(summary(report))

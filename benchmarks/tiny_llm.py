@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}"
-    "<|{{ message['role'] }}|>\n{{ message['content'] }}</s>\n"
-    "{% endfor %}"
+CHAT_TEMPLATE = (  # tools, assistant tool calls and tool results rendered as plain text
+    "{{ bos_token }}{% if tools %}<|system|>\ntools:{% for tool in tools %} {{ tool['function']['name'] }}"
+    "{% endfor %}</s>\n{% endif %}{% for message in messages %}"
+    "<|{{ message['role'] }}|>\n{% if message['tool_call_id'] is defined %}[{{ message['tool_call_id'] }}] "
+    "{% endif %}{{ message['content'] }}"
+    "{% if message['tool_calls'] is defined %}{% for call in message['tool_calls'] %}"
+    "<call>{{ call['function']['name'] }} {{ call['function']['arguments'] | tojson }}</call>{% endfor %}{% endif %}"
+    "</s>\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
 

@@ -2,7 +2,9 @@
 
 Same flags and messages as TorchServe 0.12's launcher, so scripts written for it keep working.
 The frontend runs detached (its output goes to `<log dir>/ts_stdout.log`, which `--start`
-follows until the server says `Model server started.`) or in the foreground (`--foreground`).
+follows until the server says `Model server started.`; with `compatibility=torchserve-0.12` in
+--ts-config it keeps copying it to the launcher's stdout afterwards, as TorchServe's does) or in the
+foreground (`--foreground`, the JVM writes to the launcher's stdout).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from ts.warmstart import spawn as zygote_spawn
 
 MAIN_CLASS = "org.tserve.ModelServer"
 READY_LINE = "Model server started."
+# config.properties `compatibility` value that asks for TorchServe 0.12's behaviour (docs/compatibility.md)
+COMPATIBILITY_TORCHSERVE = "torchserve-0.12"
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-.]*$")
 JAVA_PACKAGE_HINT = "install a Java 17 runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
 DEFAULT_VMARGS = ("-XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError -Xms16m -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 "
@@ -295,12 +299,56 @@ def start(args: argparse.Namespace) -> int:
         proc = _start_frontend(cmd, zygote, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                start_new_session=True)
     pid_file().write_text(str(proc.pid))
-    ready = _follow_until_ready(proc, stdout_path, offset, START_TIMEOUT_S)
-    if not ready:
+    ready_at = _follow_until_ready(proc, stdout_path, offset, START_TIMEOUT_S)
+    if ready_at is None:
         pid_file().unlink(missing_ok=True)
         print(f"TorchServe failed to start (exit status {proc.returncode}); see {stdout_path}.", file=sys.stderr)
         return 1
+    if torchserve_compatible(props if props else _implicit_config(args.ncs)):
+        _keep_streaming(proc.pid, stdout_path, ready_at)
     return 0
+
+
+SNAPSHOT_NAME = re.compile(r"^\d{17}-(startup|snapshot|shutdown)\.cfg$")
+
+
+def _implicit_config(no_snapshots: bool) -> dict[str, str]:
+    """Without --ts-config the frontend reads the latest config snapshot, else ./config.properties
+    (config.ConfigManager): the launcher reads the switch from the same file."""
+    snapshots = [] if no_snapshots else sorted(
+        p for p in (log_dir() / "config").glob("*.cfg") if SNAPSHOT_NAME.match(p.name) and p.is_file())
+    chosen = snapshots[-1] if snapshots else Path("config.properties")
+    return read_properties(chosen) if chosen.is_file() else {}
+
+
+def torchserve_compatible(props: dict[str, str]) -> bool:
+    """The launcher's reading of the compatibility switch (the frontend's is config.Compatibility)."""
+    return props.get("compatibility", "").strip().lower() == COMPATIBILITY_TORCHSERVE
+
+
+def _keep_streaming(pid: int, stdout_path: Path, offset: int) -> None:
+    """TorchServe's ``--start`` leaves the server writing its and its workers' log lines to the
+    launching process's stdout (scripts read tracebacks from it): a detached child of the launcher
+    keeps copying ts_stdout.log there until the server exits; the launcher itself returns now."""
+    sys.stdout.flush()
+    if os.fork() != 0:
+        return
+    try:
+        os.setsid()
+        with open(stdout_path, "rb") as out:
+            out.seek(offset)
+            while True:
+                chunk = out.read(65536)
+                if chunk:
+                    os.write(1, chunk)
+                elif not process_alive(pid):
+                    break
+                else:
+                    time.sleep(0.05)
+    except OSError:
+        pass  # the reader of our stdout went away
+    finally:
+        os._exit(0)
 
 
 def _start_frontend(cmd: list[str], zygote: zygote_spawn.SpawnedZygote | None, **popen: Any) -> subprocess.Popen:
@@ -316,8 +364,9 @@ def _start_frontend(cmd: list[str], zygote: zygote_spawn.SpawnedZygote | None, *
     return proc
 
 
-def _follow_until_ready(proc: subprocess.Popen, stdout_path: Path, offset: int, timeout: float) -> bool:
-    """Echo what this start appends to the frontend's output until it is ready (True) or exits (False)."""
+def _follow_until_ready(proc: subprocess.Popen, stdout_path: Path, offset: int, timeout: float) -> int | None:
+    """Echo what this start appends to the frontend's output until it is ready (the file offset
+    after the ready line) or exits (None)."""
     deadline = time.monotonic() + timeout
     with open(stdout_path, "rb") as out:
         out.seek(offset)
@@ -332,13 +381,13 @@ def _follow_until_ready(proc: subprocess.Popen, stdout_path: Path, offset: int, 
                 pending = b""
                 print(line, end="", flush=True)
                 if READY_LINE in line:
-                    return True
+                    return out.tell()
                 continue
             if proc.poll() is not None:
                 rest = (pending + out.read()).decode(errors="replace")
                 if rest:
                     print(rest, end="")
-                return READY_LINE in rest
+                return out.tell() if READY_LINE in rest else None
             time.sleep(0.05)
     raise LauncherError(f"The server did not report '{READY_LINE}' within {timeout:.0f} s; see {stdout_path}.")
 

@@ -339,10 +339,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ArgParser.extract_args(argv)
 
 
+def own_process_group() -> None:
+    """A session (and process group) of its own: the frontend ends the whole group when the worker
+    stops, so a handler's children that ignore SIGTERM go with it (frontend WorkerProcess.endTree).
+    A process that leads its group already (torchrun may start ranks so) keeps it."""
+    try:
+        os.setsid()
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("TS_WORKER_LOG_LEVEL", "INFO"), format=LOG_FORMAT,
                         stream=sys.stdout)
     args = parse_args(argv)
+    own_process_group()
     ranks = RankInfo.from_env()
     try:
         listener, where = bind_listener(args, ranks)

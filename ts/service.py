@@ -34,6 +34,10 @@ class BatchError(Exception):
         self.message = message
 
 
+# json.loads recurses once per nesting level; past the interpreter's limit it raises RecursionError
+JSON_DEPTH_LIMIT = sys.getrecursionlimit()
+
+
 def decode_input_enabled() -> bool:
     return os.environ.get("TS_DECODE_INPUT_REQUEST", "true").lower() != "false"
 
@@ -48,6 +52,10 @@ def decode_value(content_type: str, value: bytes, decode: bool) -> Any:
             return json.loads(value.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             logger.warning("Failed json decoding of input data. Forwarding encoded payload")
+            return value
+        except RecursionError:  # [[[[... past the json module's depth: the handler gets the bytes
+            logger.warning("JSON input nested too deeply for Python's decoder (recursion limit %d); "
+                           "forwarding encoded payload", JSON_DEPTH_LIMIT)
             return value
     if content_type.startswith("text"):
         try:

@@ -70,12 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class ArgParser:
-    """TorchServe 0.12's ``model_archiver.arg_parser.ArgParser``: scripts and test suites written
-    for TorchServe patch ``export_model_args_parser`` to drive ``generate_model_archive()``."""
+    """TorchServe 0.12's ``model_archiver.arg_parser.ArgParser``: ``export_model_args_parser()``
+    parses the command line and returns the config ``generate_model_archive()`` uses as is, so
+    scripts and test suites written for TorchServe patch it with ``return_value=config``."""
 
     @staticmethod
-    def export_model_args_parser() -> argparse.ArgumentParser:
-        return build_parser()
+    def export_model_args_parser(argv: Sequence[str] | None = None) -> ModelArchiverConfig:
+        return parse_config(argv)
 
 
 def config_from_args(args: argparse.Namespace) -> ModelArchiverConfig:
@@ -87,4 +88,4 @@ def config_from_args(args: argparse.Namespace) -> ModelArchiverConfig:
 
 def parse_config(argv: Sequence[str] | None = None) -> ModelArchiverConfig:
     """Parse the command line (``sys.argv`` when ``argv`` is None) into a config."""
-    return config_from_args(ArgParser.export_model_args_parser().parse_args(argv))
+    return config_from_args(build_parser().parse_args(argv))

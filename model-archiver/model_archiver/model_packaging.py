@@ -1,4 +1,7 @@
-"""Build one archive from a config; also the ``torch-model-archiver`` console entry point."""
+"""Build one archive from a config; also the ``torch-model-archiver`` console entry point.
+
+Imports are absolute: TorchServe's test suites load this file on its own, as a module named
+``archiver`` outside the package, and patch ``archiver.ArgParser.export_model_args_parser``."""
 
 from __future__ import annotations
 
@@ -7,14 +10,14 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .arg_parser import ArgParser, config_from_args
-from .artifacts import collect_entries
-from .manifest import MANIFEST_ARCNAME, manifest_json
-from .model_archiver_config import ModelArchiverConfig
-from .model_archiver_error import ModelArchiverError
-from .progress import Progress
-from .validation import check_choices, check_export_path, check_model_name, load_model_config
-from .writers import output_path, write_archive
+from model_archiver.arg_parser import ArgParser
+from model_archiver.artifacts import collect_entries
+from model_archiver.manifest import MANIFEST_ARCNAME, manifest_json
+from model_archiver.model_archiver_config import ModelArchiverConfig
+from model_archiver.model_archiver_error import ModelArchiverError
+from model_archiver.progress import Progress
+from model_archiver.validation import check_choices, check_export_path, check_model_name, load_model_config
+from model_archiver.writers import output_path, write_archive
 
 log = logging.getLogger("model_archiver")
 
@@ -55,7 +58,7 @@ def package_model(config: ModelArchiverConfig, manifest: str | None = None) -> s
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: 0 on success, 1 with one ``error:`` paragraph on stderr (argparse exits 2)."""
-    return _run(config_from_args(ArgParser.export_model_args_parser().parse_args(argv)))
+    return _run(ArgParser.export_model_args_parser(argv))
 
 
 def _run(config: ModelArchiverConfig) -> int:
@@ -74,14 +77,14 @@ def _run(config: ModelArchiverConfig) -> int:
 def generate_model_archive(config: ModelArchiverConfig | None = None) -> str | None:
     """TorchServe's entry point, under the same name.
 
-    With no config it is the console script: as TorchServe's, it reads its options from
-    ``ArgParser.export_model_args_parser().parse_args()`` (looked up here at call time, so a
-    patched ``model_packaging.ArgParser`` is honoured) and exits non-zero on error (it returns
-    None on success, because console scripts exit with the return value). With a config it
-    archives and returns the output path, raising ModelArchiverError.
+    With no config it is the console script: as TorchServe's, it takes the config that
+    ``ArgParser.export_model_args_parser()`` returns (looked up here at call time, so a patched
+    ``ArgParser`` is honoured) and exits non-zero on error (it returns None on success, because
+    console scripts exit with the return value). With a config it archives and returns the
+    output path, raising ModelArchiverError.
     """
     if config is None:
-        code = _run(config_from_args(ArgParser.export_model_args_parser().parse_args()))
+        code = _run(ArgParser.export_model_args_parser())
         if code:
             sys.exit(code)
         return None

@@ -90,7 +90,7 @@ class ZipArchiveWriter:
         self.target = target
         self.tmp = _temp_name(target)
         self.compression = compression
-        self.zip = zipfile.ZipFile(self.tmp, "w", compression, allowZip64=True)
+        self.zip = zipfile.ZipFile(self.tmp, "w", compression)  # Zip64 is on by default
 
     def add_file(self, arcname: str, source: str, progress: Progress) -> None:
         info = zipfile.ZipInfo.from_file(source, arcname, strict_timestamps=False)

@@ -216,3 +216,12 @@ def test_fast_path_off_gives_the_same_tokens_and_the_log_says_which_forward(serv
         assert "Hugging Face's forward (fast_path: false)" in logs
     finally:
         requests.delete(f"{server.management_url}/models/tiny_llm_hf", timeout=60)
+
+
+def test_curl_d_plain_text_is_the_prompt(server: harness.Server) -> None:
+    # `curl -d 'Once upon a time'` labels the text application/x-www-form-urlencoded; with no "=" and no "&"
+    # it is the body itself (was a form field named by the text: 400 "prompt is empty")
+    r = requests.post(f"{server.inference_url}/predictions/tiny_llm", data=b"Once upon a time",
+                      headers={"Content-Type": "application/x-www-form-urlencoded"}, timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["text"]

@@ -112,6 +112,31 @@ def test_models_list(client: openai.OpenAI, server: harness.Server) -> None:
     assert one["object"] == "list" and [m["id"] for m in one["data"]] == ["llm2"]
 
 
+def test_models_retrieve(client: openai.OpenAI, server: harness.Server) -> None:
+    m = client.models.retrieve("llm2")
+    assert (m.id, m.object, m.owned_by) == ("llm2", "model", "tserve") and m.created > 0
+    with pytest.raises(openai.NotFoundError) as err:
+        client.models.retrieve("nope")
+    assert err.value.code == "model_not_found" and "`nope`" in err.value.body["message"]
+    # the same path is KServe v1's model readiness: its client reads "ready" (503 while no worker is ready)
+    r = requests.get(server.inference_url + "/v1/models/llm", timeout=10)
+    assert r.status_code == 200 and r.json()["ready"] is True and r.json()["name"] == "llm"
+    r = requests.get(server.inference_url + "/v1/models/idle", timeout=10)
+    assert r.status_code == 503 and r.json()["ready"] is False and r.json()["object"] == "model"
+
+
+def test_unknown_v1_path_and_bad_json_are_openai_shaped(server: harness.Server) -> None:
+    r = requests.get(server.inference_url + "/v1/embeddings", timeout=10)
+    assert r.status_code == 404 and r.json()["error"]["type"] == "invalid_request_error", r.text
+    assert r.json()["error"]["message"].startswith("Invalid URL (GET /v1/embeddings)")
+    for body in (b"not json", b"{\"model\": "):
+        r = requests.post(server.inference_url + "/v1/completions", data=body,
+                          headers={"Content-Type": "application/json"}, timeout=10)
+        message = r.json()["error"]["message"]
+        assert r.status_code == 400 and "JSON" in message, r.text
+        assert "setLenient" not in message and "JsonReader" not in message and "http" not in message, message
+
+
 def test_unknown_model_is_not_found(client: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as err:
         client.completions.create(model="nope", prompt="hi")

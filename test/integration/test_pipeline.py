@@ -138,16 +138,16 @@ def test_metrics_api_shows_stage_times_and_idle_fraction_per_worker(server: harn
     assert server.predict("plain", body("m", [1, 2, 3, 4])).status_code == 200
     text = requests.get(f"{server.metrics_url}/metrics", timeout=30).text
     samples = [s for fam in text_string_to_metric_families(text) for s in fam.samples]
-    busy = {(s.labels["ModelName"], s.labels["Stage"]): s for s in samples if s.name == "StageBusyTime"}
-    queue = {(s.labels["ModelName"], s.labels["Stage"]) for s in samples if s.name == "StageQueueTime"}
+    busy = {(s.labels["model_name"], s.labels["stage"]): s for s in samples if s.name == "ts_stage_busy_seconds"}
+    queue = {(s.labels["model_name"], s.labels["stage"]) for s in samples if s.name == "ts_stage_queue_wait_seconds"}
     for stage in ("preprocess", "inference", "postprocess"):
         assert busy[("pooled", stage)].value > 0, stage
         assert ("pooled", stage) in queue
     assert busy[("plain", "handle")].value > 0
     pooled_worker = describe(server, "pooled")["workers"][0]
-    assert busy[("pooled", "inference")].labels["WorkerName"] == f"W-{pooled_worker['id']}-pooled_1.0"
-    idle = [s for s in samples if s.name == "InferenceIdlePercent" and s.labels["ModelName"] == "pooled"]
-    assert len(idle) == 1 and 0 <= idle[0].value <= 100
+    assert busy[("pooled", "inference")].labels["worker_name"] == f"W-{pooled_worker['id']}-pooled_1.0"
+    idle = [s for s in samples if s.name == "ts_inference_idle_ratio" and s.labels["model_name"] == "pooled"]
+    assert len(idle) == 1 and 0 <= idle[0].value <= 1
     stages = pooled_worker["stages"]
     assert stages["preprocess"]["busyMs"] > 0 and stages["inference"]["busyMs"] > 0
     assert stages["inference"]["batches"] == stages["preprocess"]["batches"] > 0

@@ -141,7 +141,7 @@ def test_a_module_handler_streams_with_send_intermediate_predict_response(server
 
 def test_handler_metrics_of_each_step_are_reported(server: harness.Server) -> None:
     tokens_then_summary(stream(server, "gen4", {"n": 2}))
-    harness.wait_for(lambda: re.search(r"HandlerTime\.Milliseconds:[\d.]+\|#ModelName:gen4", server.logs("model_metrics.log")),
+    harness.wait_for(lambda: re.search(r"HandlerTime\.ms:[\d.]+\|#ModelName:gen4", server.logs("model_metrics.log")),
                      30, what="HandlerTime of gen4 in model_metrics.log")
 
 

@@ -307,3 +307,19 @@ class Server:
             return (self.log_dir / name).read_text(errors="replace")
         except OSError:
             return ""
+
+
+def promtool_problems(metrics_text: str) -> list[str]:
+    """What `promtool check metrics` says about a /metrics scrape, one line a problem (lint warnings;
+    a text that does not parse fails the test). promtool is Debian's prometheus package (make install)."""
+    import pytest
+
+    path = subprocess.run(["sh", "-c", "command -v promtool"], capture_output=True, text=True).stdout.strip()
+    if not path:
+        if os.path.exists("/usr/bin/apt-get"):
+            pytest.fail("promtool is missing: `make install` installs Debian's prometheus package, which ships it")
+        pytest.skip("promtool is missing and this machine has no apt-get to install Debian's prometheus package")
+    check = subprocess.run([path, "check", "metrics"], input=metrics_text, capture_output=True, text=True, timeout=60)
+    problems = [ln for ln in (check.stdout + check.stderr).splitlines() if ln.strip()]
+    assert check.returncode in (0, 3), problems  # 1: the text did not parse
+    return problems

@@ -43,17 +43,20 @@ def main() -> None:
                             max_tokens_per_step=args.max_tokens_per_step)
     batch = [(str(i), tok(p)["input_ids"], SamplingParams(max_new_tokens=args.new_tokens))
              for i, p in enumerate(args.prompts)]
+    # n=2 with logprobs: the fork and the logprobs the last stage computed reach rank 0
+    batch.append(("n", tok(args.prompts[0])["input_ids"], SamplingParams(max_new_tokens=args.new_tokens, logprobs=2)))
     started = time.perf_counter()
-    results = engine.generate_all(batch)
+    results = engine.generate_all(batch, {"n": ["n/1"]})
     seconds = time.perf_counter() - started
     stages = [None] * world
     dist.all_gather_object(stages, {"layers": [stage.start, stage.end],
                                     "parameters": sum(p.numel() for p in stage.model.parameters()),
                                     "cache_layers": engine._num_layers})
     if rank == 0:
-        tokens = {args.prompts[int(k)]: r.token_ids for k, r in results.items()}
+        tokens = {args.prompts[int(k)]: r.token_ids for k, r in results.items() if k.isdigit()}
+        forked = {k: [[e.token, e.logprob, e.top] for e in r.logprobs] for k, r in results.items() if k.startswith("n")}
         with open(args.output, "w") as f:
-            json.dump({"tokens": tokens, "stages": stages, "seconds": seconds}, f)
+            json.dump({"tokens": tokens, "forked": forked, "stages": stages, "seconds": seconds}, f)
     dist.destroy_process_group()
 
 

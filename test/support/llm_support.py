@@ -115,11 +115,33 @@ def run(engine: Any, arrivals: dict[int, list[tuple[str, list[int], Any]]],
         for seq_id in (cancels or {}).get(step, []):
             engine.cancel(seq_id)
         for u in engine.step():
-            updates[u.seq_id].append(u)
+            updates.setdefault(u.seq_id, []).append(u)
         stats.append(engine.last_step)
         step += 1
         assert step < 2000
     return updates, stats
+
+
+def logits_after(model: Any, ids: list[int]) -> torch.Tensor:
+    """The model's raw next-token logits after ``ids`` (one forward, no cache)."""
+    with torch.inference_mode():
+        logits = model(torch.tensor([ids])).logits[0, -1].float()
+    return logits.clone()  # a normal tensor: callers write into it
+
+
+def penalised_greedy(model: Any, ids: list[int], n: int, presence: float, frequency: float,
+                     repetition: float) -> list[int]:
+    """Greedy decoding with the penalties applied to the raw logits by hand (vLLM's formulas:
+    repetition on prompt and output tokens, then frequency per occurrence and presence once)."""
+    out: list[int] = []
+    for _ in range(n):
+        logits = logits_after(model, ids + out)
+        for t in set(ids + out):
+            logits[t] = logits[t] / repetition if logits[t] > 0 else logits[t] * repetition
+        for t in set(out):
+            logits[t] -= frequency * out.count(t) + presence
+        out.append(int(logits.argmax()))
+    return out
 
 
 def tokens(ups: list) -> list[int]:

@@ -316,3 +316,61 @@ def test_async_handle_coroutines_are_awaited(tmp_path):
     d = write_model_dir(tmp_path / "async", {"handler": "custom_async.py"}, {"custom_async.py": src})
     out = load(d).predict([Request("a", [], [Part("body", "text/plain", b"x")])])
     assert out[0].body == b"init:x"
+
+
+MNIST_LIKE = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+    class GrayNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 4, 7, stride=7)
+            self.fc = nn.Linear(4, 10)
+
+        def forward(self, x):
+            return self.fc(torch.relu(self.conv(x)).mean(dim=(2, 3)))
+""")
+
+GRAY_HANDLER = textwrap.dedent("""
+    from ts.torch_handler.image_classifier import ImageClassifier
+    from ts.utils.transforms import Compose, Normalize, ToTensor
+
+    class GrayHandler(ImageClassifier):
+        # TorchServe's MNIST example: the image goes to the transform as decoded (mode "L")
+        image_processing = Compose([ToTensor(), Normalize((0.1307,), (0.3081,))])
+
+        def postprocess(self, data):
+            return data.argmax(1).tolist()
+""")
+
+
+def _png_of_mode(mode: str, size: int = 28) -> bytes:
+    buf = io.BytesIO()
+    Image.new(mode, (size, size)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_grayscale_one_channel_model_gets_the_image_as_decoded(tmp_path):
+    ns: dict = {}
+    exec(MNIST_LIKE, ns)
+    torch.manual_seed(0)
+    buf = io.BytesIO()
+    torch.save(ns["GrayNet"]().state_dict(), buf)
+    d = write_model_dir(tmp_path / "custom_gray", {"handler": "custom_gray_handler.py", "serializedFile": "w.pt",
+                                                   "modelFile": "custom_gray_net.py"},
+                        {"w.pt": buf.getvalue(), "custom_gray_net.py": MNIST_LIKE,
+                         "custom_gray_handler.py": GRAY_HANDLER})
+    out = load(d).predict([image_request("a", _png_of_mode("L")), image_request("b", _png_of_mode("L"))])
+    assert [r.status for r in out] == [200, 200], out[0].message
+    assert 0 <= json.loads(out[0].body) < 10
+
+
+@pytest.mark.parametrize("mode", ["L", "RGBA", "P"])
+def test_builtin_image_classifier_still_takes_any_image_mode(tmp_path, mode):
+    model = _tiny_cnn_module()
+    buf = io.BytesIO()
+    torch.jit.save(torch.jit.trace(model, torch.randn(1, 3, 224, 224)), buf)
+    d = write_model_dir(tmp_path / "ic", {"handler": "image_classifier", "serializedFile": "m.pt"}, {"m.pt": buf.getvalue()})
+    out = load(d).predict([image_request("a", _png_of_mode(mode, 64))])
+    assert out[0].status == 200, out[0].message

@@ -1,8 +1,10 @@
-"""kubernetes/kserve/: the tserve runtime (ClusterServingRuntime and ServingRuntime) and the
-InferenceService example are valid against the KServe CRD subset in kserve-crds.schema.json (KServe
-publishes no offline schema), their containers against the Kubernetes core schemas, and they hang
-together: KServe's TorchServe runtime arguments, the image docs/deploy.md builds, probes that need
-no token, and a config.properties tserve accepts."""
+"""kubernetes/kserve/: the tserve runtime (ClusterServingRuntime and ServingRuntime) is valid against
+KServe's own ServingRuntime CRD schema (vendored in test/unit/data/, source noted there) and replaces
+KServe's kserve-torchserve runtime (vendored beside it) one for one; the runtime and the
+InferenceService example are valid against the KServe CRD subset in kserve-crds.schema.json, their
+containers against the Kubernetes core schemas, and they hang together: KServe's TorchServe runtime
+arguments, the image docs/deploy.md builds, probes that need no token, and a config.properties
+tserve accepts."""
 
 from __future__ import annotations
 
@@ -20,6 +22,11 @@ kv = pytest.importorskip("kubernetes_validate", reason="the kubernetes-validate 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = REPO / "kubernetes" / "kserve"
 SCHEMA = json.loads((ROOT / "kserve-crds.schema.json").read_text())
+DATA = Path(__file__).resolve().parent / "data"
+# spec.versions[v1alpha1].schema.openAPIV3Schema of KServe's ServingRuntime CRD (ClusterServingRuntime: the same)
+CRD_SCHEMA = json.loads((DATA / "kserve-servingruntime-v1alpha1.schema.json").read_text())
+KSERVE_TORCHSERVE = yaml.safe_load((DATA / "kserve-torchserve.yaml").read_text())
+INFERENCE_PORT = 8080   # KServe's default container port, where the runtime puts the inference API
 # KServe's kserve-torchserve runtime starts TorchServe with exactly these arguments
 KSERVE_TORCHSERVE_ARGS = ["torchserve", "--start", "--model-store=/mnt/models/model-store",
                           "--ts-config=/mnt/models/config/config.properties"]
@@ -36,6 +43,25 @@ def by_kind(kind: str) -> dict:
 
 def schema_errors(doc: dict) -> list[str]:
     validator = jsonschema.Draft202012Validator(SCHEMA)
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def strict(schema: object) -> object:
+    """The CRD schema as the API server applies it with strict field validation (kubectl's default since
+    1.27): an unknown field is an error rather than silently pruned."""
+    if isinstance(schema, dict):
+        out = {k: strict(v) for k, v in schema.items()}
+        if "properties" in out and "additionalProperties" not in out \
+                and not out.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [strict(v) for v in schema]
+    return schema
+
+
+def crd_errors(doc: dict) -> list[str]:
+    validator = jsonschema.Draft7Validator(strict(CRD_SCHEMA))
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
 
 
@@ -57,6 +83,33 @@ def test_every_kserve_manifest_is_valid() -> None:
             check_container(container)
     model = by_kind("InferenceService")["spec"]["predictor"]["model"]
     check_container({"name": "kserve-container", "resources": model["resources"]})
+
+
+def test_runtimes_are_valid_against_kserves_crd_schema() -> None:
+    for kind in ("ServingRuntime", "ClusterServingRuntime"):
+        assert crd_errors(by_kind(kind)) == [], kind
+    assert crd_errors(KSERVE_TORCHSERVE) == []   # the schema reads KServe's own runtime as valid
+    broken = copy.deepcopy(by_kind("ServingRuntime"))
+    broken["spec"]["supportedModelFormat"] = broken["spec"].pop("supportedModelFormats")   # a misspelt field
+    broken["spec"]["containers"][0]["args"] = "torchserve --start"                        # a string, not a list
+    assert len(crd_errors(broken)) == 2, crd_errors(broken)
+
+
+def test_runtime_replaces_kserve_torchserve_one_for_one() -> None:
+    ours, theirs = by_kind("ClusterServingRuntime")["spec"], KSERVE_TORCHSERVE["spec"]
+    for key in ("supportedModelFormats", "protocolVersions", "annotations"):
+        assert ours[key] == theirs[key], key
+    (container,), (their_container,) = ours["containers"], theirs["containers"]
+    for key in ("name", "args", "securityContext", "resources"):
+        assert container[key] == their_container[key], key
+    assert "ports" not in container and "ports" not in their_container   # an InferenceService's own ports apply
+    their_env = {e["name"]: e["value"] for e in their_container["env"]}
+    assert their_env.items() <= {e["name"]: e["value"] for e in container["env"]}.items()
+    # nothing else added but the probes (tserve answers them without a token); the image is tserve's
+    assert set(ours) == set(theirs) and set(container) - set(their_container) == {"readinessProbe", "livenessProbe"}
+    assert container["image"] != their_container["image"]
+    props = (ROOT / "config.properties").read_text()
+    assert "grpc_inference_port=7070" in props   # grpc-v2: the h2c port an InferenceService names, as with TorchServe
 
 
 def test_the_schema_rejects_what_kserve_rejects() -> None:
@@ -85,10 +138,10 @@ def test_runtime_starts_tserve_as_kserve_starts_torchserve() -> None:
     assert '"${1:-}" == "torchserve"' in entrypoint and "--foreground" in entrypoint
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["TS_SERVICE_ENVELOPE"] == "{{.Labels.serviceEnvelope}}"
-    assert env["TS_INFERENCE_ADDRESS"].endswith(f":{container['ports'][0]['containerPort']}")
+    assert env["TS_INFERENCE_ADDRESS"].endswith(f":{INFERENCE_PORT}")
     assert env["TS_HEALTH_CHECK_NO_AUTH"] == "true"
     for probe, path in (("readinessProbe", "/v2/health/ready"), ("livenessProbe", "/v2/health/live")):
-        assert container[probe]["httpGet"] == {"path": path, "port": container["ports"][0]["containerPort"]}
+        assert container[probe]["httpGet"] == {"path": path, "port": INFERENCE_PORT}
     formats = {f["name"] for f in cluster["spec"]["supportedModelFormats"]}
     model = by_kind("InferenceService")["spec"]["predictor"]["model"]
     assert model["runtime"] == cluster["metadata"]["name"] and model["modelFormat"]["name"] in formats

@@ -57,7 +57,12 @@ def test_configuration_files_are_what_tserve_reads() -> None:
     member = dict(line.split("=", 1) for line in data["member.properties"].splitlines() if line)
     assert leader["cluster_members"] == "tserve-1.tserve:8081" and "cluster_leader" not in leader
     assert member["cluster_leader"] == "tserve-0.tserve:8081" and "cluster_members" not in member
-    assert leader["cluster_address"] == member["cluster_address"] == "$$POD_IP$$"
+    # the leader by design: ordinal 0's stable DNS name, which sorts first among the pods' names
+    # (torchrun's etcd rendezvous orders nodes by this address as a string)
+    assert leader["cluster_address"] == member["cluster_address"] == "$$HOSTNAME$$.tserve"
+    names = [f"tserve-{i}.tserve" for i in range(12)]
+    assert sorted(names)[0] == "tserve-0.tserve"
+    assert 'ordinal="${HOSTNAME##*-}"' in data["start.sh"] and 'if [ "$ordinal" = 0 ]' in data["start.sh"]
     assert "--member-of tserve-0.tserve:8081" in data["start.sh"]
     for script in ("ready.py", "wait_members.py"):
         compile(data[script], script, "exec")
@@ -68,3 +73,22 @@ def test_configuration_files_are_what_tserve_reads() -> None:
     etcd = by_kind("StatefulSet")["tserve-etcd"]["spec"]["template"]["spec"]["containers"][0]
     assert "--enable-v2" in etcd["command"]
     assert elastic["rdzv-endpoint"] == f"{by_kind('Service')['tserve-etcd']['metadata']['name']}:2379"
+
+
+def test_image_tags_are_the_ones_docs_deploy_builds() -> None:
+    """Every tserve image is a tag docs/deploy.md builds (tserve:cpu, tserve:cuda); pods that ask for
+    GPUs run the CUDA one."""
+    deploy = (ROOT.parent / "docs" / "deploy.md").read_text()
+    built = {"tserve:cpu", "tserve:cuda"}
+    assert all(tag in deploy for tag in built)
+    images = []
+    for path, doc in [(p, d) for p in MANIFESTS for d in yaml.safe_load_all(p.read_text()) if d]:
+        spec = doc.get("spec", {})
+        pod = spec.get("template", {}).get("spec", spec)
+        for c in pod.get("containers", []):
+            if c.get("image", "").startswith("tserve"):
+                images.append((path.name, c["image"]))
+                assert c["image"] in built, (path, c["image"])
+                gpus = c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
+                assert (c["image"] == "tserve:cuda") == bool(gpus), (path, c["image"], gpus)
+    assert {name for name, _ in images} >= {"statefulset.yaml", "servingruntime.yaml"}, images

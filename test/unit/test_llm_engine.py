@@ -184,18 +184,37 @@ def test_context_limit(model, tok):
 
 def test_queue_full_is_503_with_retry(model, tok):
     engine = GenerationEngine(model, tok, max_batch_size=1, max_waiting=2)
-    for i in range(2):
+    for i in range(3):  # the first takes the free slot at the next step: it does not wait
         engine.add(f"s{i}", [1, 5], SamplingParams())
     with pytest.raises(LLMRequestError) as err:
-        engine.add("s2", [1, 5], SamplingParams())
+        engine.add("s3", [1, 5], SamplingParams())
     assert err.value.status == 503 and err.value.retry_after == 1 and str(err.value) == err.value.message
     assert "max_waiting=2" in err.value.message and "retry" in err.value.message
     assert err.value.to_openai()["error"]["type"] == "server_error"
-    engine.step()  # one moves to running: room again
-    engine.add("s2", [1, 5], SamplingParams())
+    engine.step()  # one moves to running: still two wait
+    with pytest.raises(LLMRequestError):
+        engine.add("s3", [1, 5], SamplingParams())
     with pytest.raises(LLMRequestError) as err:
         engine.add("s2", [1, 5], SamplingParams())
     assert err.value.status == 409
+
+
+@pytest.mark.parametrize(("clients", "refused"), [(5, 0), (40, 30)])
+def test_requests_added_since_the_last_step_take_the_free_slots_before_counting_as_waiting(
+        model, tok, clients, refused):
+    """Issue 28: max_waiting 2 and 8 slots refused 2 of 5 (35 of 40) simultaneous requests; only
+    those beyond the free slots wait, so 8 + 2 are taken."""
+    engine = GenerationEngine(model, tok, max_batch_size=8, max_waiting=2)
+    statuses = []
+    for i in range(clients):
+        try:
+            engine.add(f"s{i}", [1, 5], SamplingParams(max_new_tokens=2))
+            statuses.append(200)
+        except LLMRequestError as exc:
+            statuses.append(exc.status)
+    assert statuses.count(503) == refused and len(statuses) - refused == min(clients, 10)
+    engine.step()
+    assert engine.num_running == min(clients, 8) and engine.num_waiting == min(max(clients - 8, 0), 2)
 
 
 @pytest.mark.parametrize("values, param", [

@@ -186,12 +186,36 @@ def test_openai_chat(handler):
 
 
 @pytest.mark.parametrize("kind, body, status, param, fragment", [
-    ("completions", {"prompt": "hi", "best_of": 3}, 400, "best_of", "not supported"),
-    ("completions", {"prompt": "hi", "n": 2}, 400, "n", "n=2"),
-    ("completions", {"prompt": "hi", "frobnicate": 1}, 400, "frobnicate", "unknown parameter"),
+    ("completions", {"prompt": "hi", "n": 3, "best_of": 2}, 400, "best_of", "at least n"),
+    ("completions", {"prompt": "hi", "best_of": 2, "stream": True}, 400, "best_of", "cannot be streamed"),
+    ("completions", {"prompt": "hi", "n": 0}, 400, "n", "at least 1"),
+    ("completions", {"prompt": "hi", "n": 5}, 400, "n", "max_batch_size is 4"),
+    ("completions", {"prompt": "hi", "logprobs": 21}, 400, "logprobs", "between 0 and 20"),
+    ("completions", {"prompt": "hi", "echo": True, "logprobs": 1}, 400, "echo", "echo with logprobs"),
+    ("completions", {"prompt": "hi", "logit_bias": {"100000": 5}}, 400, "logit_bias", "outside the vocabulary"),
+    ("completions", {"prompt": "hi", "logit_bias": {"5": 101}}, 400, "logit_bias", "between -100 and 100"),
+    ("completions", {"prompt": "hi", "presence_penalty": 3}, 400, "presence_penalty", "between -2 and 2"),
+    ("completions", {"prompt": "hi", "repetition_penalty": 0}, 400, "repetition_penalty", "> 0"),
+    ("completions", {"prompt": "hi", "min_p": 2}, 400, "min_p", "[0, 1]"),
+    ("completions", {"prompt": "hi", "min_tokens": 9, "max_tokens": 4}, 400, "min_tokens", "between 0 and max_tokens"),
+    ("completions", {"prompt": "hi", "stop_token_ids": ["x"]}, 400, "stop_token_ids", "list of token ids"),
+    ("chat.completions", {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, 400, "top_logprobs",
+     "logprobs: true"),
+    ("chat.completions", {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}, 400,
+     "tools", "tools[0] must be"),
+    ("chat.completions", {"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}, 400,
+     "tool_choice", "needs tools"),
+    ("chat.completions", {"messages": [{"role": "user", "content": "x"}], "tools": [
+        {"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {
+            "name": "g"}}}, 400, "tool_choice", "not in tools"),
+    ("chat.completions", {"messages": [{"role": "user", "content": "x"}], "tools": [
+        {"type": "function", "function": {"name": "f"}}], "tool_choice": "required",
+        "response_format": {"type": "json_object"}}, 400, "tool_choice", "cannot be combined"),
+    ("chat.completions", {"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]}]}, 400,
+     "messages", "tool_calls[0]"),
     ("completions", {"prompt": "hi", "max_tokens": 0}, 400, "max_tokens", "max_tokens must be at least 1"),
     ("completions", {"prompt": "hi", "temperature": 3}, 400, "temperature", "between 0 and 2"),
-    ("completions", {"prompt": ["a", "b"]}, 400, "prompt", "one prompt per request"),
+    ("completions", {"prompt": ["a", ""]}, 400, "prompt", "prompt[1] is empty"),
     ("completions", {"prompt": "word " * 200}, 400, "prompt", "max_context=128"),
     ("completions", {"prompt": "hi", "stream_options": {"include_usage": True}}, 400, "stream_options", "stream: true"),
     ("chat.completions", {"messages": [{"role": "robot", "content": "x"}]}, 400, "messages", "role"),
@@ -269,11 +293,12 @@ def test_plain_batch_path(handler):
         {"body": {"prompt": "Hello world", "max_new_tokens": 8}},
         {"data": b'{"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0, "stream": true}'},
         {"body": "Hello world"},
-        {"body": {"prompt": "x", "bogus": 1}},
+        {"body": {"prompt": "x", "n": 0}},
+        {"body": {"prompt": ["Hello", "world"], "n": 2, "max_tokens": 3, "temperature": 0}},
     ]
-    headers = [{}, {OAI: "completions"}, {}, {OAI: "completions"}]
+    headers = [{}, {OAI: "completions"}, {}, {OAI: "completions"}, {OAI: "completions"}]
     ctx = h.context
-    ctx.set_batch({i: f"id{i}" for i in range(4)}, [RequestProcessor(hd) for hd in headers])
+    ctx.set_batch({i: f"id{i}" for i in range(5)}, [RequestProcessor(hd) for hd in headers])
     out = h.handle(rows, ctx)
     text, _ = greedy_text(h, h.tokenizer("Hello world")["input_ids"], 8)
     assert json.loads(out[0])["text"] == text
@@ -281,8 +306,12 @@ def test_plain_batch_path(handler):
     assert "".join(c["choices"][0]["text"] for c in chunks) == greedy_text(h, h.tokenizer("Once upon a time")["input_ids"], 4)[0]
     assert ctx.get_response_content_type(1) == "text/event-stream"
     assert json.loads(out[2])["usage"]["completion_tokens"] == 6
-    assert ctx.get_response_status(3)[0] == 400 and json.loads(out[3])["error"]["param"] == "bogus"
+    assert ctx.get_response_status(3)[0] == 400 and json.loads(out[3])["error"]["param"] == "n"
     assert ctx.get_response_status(0)[0] == 200
+    many = json.loads(out[4])  # two prompts, two choices each: index = prompt * n + choice
+    want = [greedy_text(h, h.tokenizer(p)["input_ids"], 3)[0] for p in ("Hello", "Hello", "world", "world")]
+    assert [(c["index"], c["text"]) for c in many["choices"]] == list(enumerate(want))
+    assert many["usage"]["completion_tokens"] == 12
 
 
 def test_example_mar_loads_and_answers(tmp_path):
@@ -360,7 +389,7 @@ def test_a_follower_rank_whose_step_fails_leaves_the_job(model_dir, monkeypatch,
     h = make_handler(model_dir)
     codes = _exits(monkeypatch)
     with pytest.raises(SystemExit):  # rank 0 never publishes an empty prompt: this rank is out of step
-        h._replay({"commands": [["add", "r1", [], {}]], "seed": 1})
+        h._replay({"commands": [["add", "r1", [], {}, []]], "seed": 1})
     assert codes == [1]
     assert "rank 0 leaves the torchrun job after a failed step (LLMRequestError" in caplog.text
 

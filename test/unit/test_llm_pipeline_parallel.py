@@ -51,6 +51,15 @@ def test_three_stages_give_the_unsplit_models_greedy_tokens(tmp_path: Path, tok)
     assert len(tok(PROMPTS[2])["input_ids"]) > 6, "the long prompt is prefilled in chunks"
     whole = build_model(tok, num_layers=LAYERS)
     assert result["tokens"] == {p: reference(whole, tok(p)["input_ids"], NEW_TOKENS) for p in PROMPTS}
+    ids = tok(PROMPTS[0])["input_ids"]
+    for entries in result["forked"].values():  # n=2 with logprobs=2, from the last stage to rank 0
+        assert [e[0] for e in entries] == result["tokens"][PROMPTS[0]]
+        for i, (token, logprob, top) in enumerate(entries):
+            with torch.inference_mode():
+                want = torch.log_softmax(whole(torch.tensor([ids + [e[0] for e in entries[:i]]])).logits[0, -1], -1)
+            assert abs(logprob - want[token].item()) < 1e-4
+            assert [t for t, _ in top] == want.topk(2).indices.tolist()
+    assert sorted(result["forked"]) == ["n", "n/1"]
     stages = result["stages"]
     assert [s["layers"] for s in stages] == [[0, 1], [1, 2], [2, 4]]
     assert [s["cache_layers"] for s in stages] == [1, 1, 2], "each stage caches its own layers only"

@@ -100,10 +100,10 @@ def test_metrics_recorded_in_the_pool_reach_the_metrics_frame(pooled):
     r = result(pooled, 502)
     assert r[0].status == 200
     records = codec.decode_json_body(pooled.recv_until(FrameType.METRICS, 502).body)
-    names = {(m["name"], m["dimensions"].get("Stage")) for m in records}
+    names = {(m["name"], m["dimensions"].get("stage")) for m in records}
     assert ("PoolRows", None) in names
-    assert {("StageBusyTime", s) for s in ("preprocess", "inference", "postprocess")} <= names
-    assert ("InferenceIdlePercent", None) in names
+    assert {("ts_stage_busy_seconds", s) for s in ("preprocess", "inference", "postprocess")} <= names
+    assert ("ts_inference_idle_ratio", None) in names
     assert ("PredictionTime", None) in names
 
 

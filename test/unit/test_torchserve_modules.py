@@ -1,12 +1,11 @@
-"""The modules TorchServe users import (`ts.version`, `ts.arg_parser`, `model_archiver.model_packaging`'s
-programmatic entry) and the `torchserve -v` line that scripts parse."""
+"""The modules TorchServe users import (`ts.version`, `ts.arg_parser`, the archiver's API is in
+test_archiver_torchserve_api.py) and the `torchserve -v` line that scripts parse."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
-import zipfile
 from argparse import Namespace
 from pathlib import Path
 from unittest import mock
@@ -14,8 +13,6 @@ from unittest import mock
 import pytest
 
 import ts
-from model_archiver import model_packaging
-from model_archiver.arg_parser import ArgParser as ArchiverArgParser
 from ts import model_server
 from ts.arg_parser import ArgParser
 
@@ -66,48 +63,3 @@ def test_worker_args() -> None:
     args = ArgParser.extract_args(["--sock-type", "tcp", "--port", "9000", "--metrics-config", "m.yaml"])
     assert (args.sock_type, args.port, args.host, args.metrics_config) == ("tcp", 9000, "127.0.0.1", "m.yaml")
     assert ArgParser.model_service_worker_args().parse_args(["--sock-name", "/tmp/.ts.sock.9000"]).sock_type == "unix"
-
-
-def _namespace(tmp_path: Path, **overrides: object) -> Namespace:
-    handler = tmp_path / "handler.py"
-    handler.write_text("def handle(data, context):\n    return data\n")
-    fields = dict(model_name="patched", handler=str(handler), version="1.0", serialized_file=None, model_file=None,
-                  extra_files=None, runtime="python", export_path=str(tmp_path / "out"), archive_format="default",
-                  force=False, requirements_file=None, config_file=None)
-    fields.update(overrides)
-    return Namespace(**fields)
-
-
-def test_generate_model_archive_reads_the_patched_parser(tmp_path: Path) -> None:
-    """As TorchServe's own test suites drive the archiver: patch export_model_args_parser, call with no config."""
-    parser = mock.Mock()
-    parser.parse_args.return_value = _namespace(tmp_path)
-    with mock.patch("model_archiver.model_packaging.ArgParser.export_model_args_parser", return_value=parser):
-        assert model_packaging.generate_model_archive() is None
-    with zipfile.ZipFile(tmp_path / "out" / "patched.mar") as mar:
-        assert "MAR-INF/MANIFEST.json" in mar.namelist() and "handler.py" in mar.namelist()
-
-
-def test_generate_model_archive_without_export_path_uses_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    parser = mock.Mock()
-    parser.parse_args.return_value = _namespace(tmp_path, export_path=None, archive_format="no-archive")
-    with mock.patch.object(model_packaging.ArgParser, "export_model_args_parser", return_value=parser):
-        model_packaging.generate_model_archive()
-    assert (tmp_path / "patched" / "MAR-INF" / "MANIFEST.json").is_file()
-
-
-def test_generate_model_archive_error_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    parser = mock.Mock()
-    parser.parse_args.return_value = _namespace(tmp_path, serialized_file=str(tmp_path / "missing.pt"))
-    with mock.patch("model_archiver.model_packaging.ArgParser.export_model_args_parser", return_value=parser):
-        with pytest.raises(SystemExit) as exit_info:
-            model_packaging.generate_model_archive()
-    assert exit_info.value.code == 1
-    assert "missing.pt" in capsys.readouterr().err
-
-
-def test_export_model_args_parser_is_the_cli() -> None:
-    assert model_packaging.ArgParser is ArchiverArgParser
-    args = ArchiverArgParser.export_model_args_parser().parse_args(["--model-name", "m", "--version", "1", "--handler", "h.py"])
-    assert (args.model_name, args.archive_format, args.runtime, args.force) == ("m", "default", "python", False)

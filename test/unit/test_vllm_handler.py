@@ -34,6 +34,13 @@ class _Completion:
     text: str = ""
     token_ids: list = field(default_factory=list)
     finish_reason: str | None = None
+    index: int = 0
+    logprobs: list | None = None
+
+
+@dataclass
+class _Logprob:
+    logprob: float
 
 
 @dataclass
@@ -66,9 +73,13 @@ def fake_vllm(model, tok) -> types.ModuleType:
             return tok
 
         def add_request(self, request_id, prompt, params) -> None:
-            self.done[request_id] = _Completion()
+            seen.setdefault("params", []).append(params)
+            forks = [f"{request_id}#{k}" for k in range(1, params["n"])]
+            for k, sid in enumerate([request_id, *forks]):
+                self.done[sid] = _Completion(index=k, logprobs=None if params["logprobs"] is None else [])
             self.inner.add(request_id, prompt["prompt_token_ids"], SamplingParams(
-                max_new_tokens=params["max_tokens"], temperature=params["temperature"], stop=params["stop"] or []))
+                max_new_tokens=params["max_tokens"], temperature=params["temperature"], stop=params["stop"] or [],
+                logprobs=params["logprobs"]), forks)
 
         def abort_request(self, request_id) -> None:
             seen.setdefault("aborted", []).append(request_id)
@@ -79,12 +90,19 @@ def fake_vllm(model, tok) -> types.ModuleType:
 
         def step(self):
             outs = []
-            for u in self.inner.step():
+            for u in self.inner.step():  # one output per sequence (vLLM's has all of a request's)
                 c = self.done[u.seq_id]
                 c.text += u.text_delta
                 c.token_ids += u.new_token_ids
                 c.finish_reason = u.finish_reason
-                outs.append(_Output(u.seq_id, [_Completion(c.text, list(c.token_ids), c.finish_reason)], u.finished))
+                if c.logprobs is not None:  # vLLM's form: {token id: Logprob} with the chosen token and the top k
+                    c.logprobs += [{e.token: _Logprob(e.logprob), **{t: _Logprob(v) for t, v in e.top}}
+                                   for e in u.logprobs or []]
+                done = _Completion(c.text, list(c.token_ids), c.finish_reason, c.index,
+                                   None if c.logprobs is None else list(c.logprobs))
+                rid = u.seq_id.split("#")[0]
+                over = all(d.finish_reason for k, d in self.done.items() if k.split("#")[0] == rid)
+                outs.append(_Output(rid, [done], over))  # finished: all its sequences are
             return outs
 
     mod.EngineArgs = EngineArgs
@@ -133,3 +151,22 @@ def test_cancel_aborts_the_request_in_vllm(model_dir, model, tok, monkeypatch) -
     assert vllm.seen["aborted"] == ["x"]
     while v.has_work():
         assert all(ev.request_id != "x" for ev in v.step())
+
+
+def test_n_logprobs_and_sampling_options_map_onto_vllm(model_dir, model, tok, monkeypatch) -> None:
+    vllm = fake_vllm(model, tok)
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    v = VLLMHandler()
+    v.initialize(context(model_dir, {}))
+    ref = LLMHandler()
+    ref.initialize(context(model_dir, {}))
+    body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 4, "temperature": 0, "n": 2, "logprobs": 1,
+            "presence_penalty": 0.5, "min_p": 0.1, "stop_token_ids": [2], "logit_bias": {"5": 1.0}}
+    headers = {"x-tserve-openai": "completions"}
+    got = json.loads(run(v, {"a": body}, headers)["a"])
+    want = json.loads(run(ref, {"a": {**body, "presence_penalty": 0, "min_p": 0, "stop_token_ids": [],
+                                      "logit_bias": {}}}, headers)["a"])
+    assert got["choices"] == want["choices"] and len(got["choices"]) == 2
+    params = vllm.seen["params"][-1]
+    assert params["n"] == 2 and params["logprobs"] == 1 and params["presence_penalty"] == 0.5
+    assert params["min_p"] == 0.1 and params["stop_token_ids"] == [2] and params["logit_bias"] == {5: 1.0}

@@ -107,7 +107,7 @@ def test_per_request_status_and_metrics_frame(echo_worker):
 
 @pytest.mark.parametrize("interval, second_has_stages", [("60", False), ("0", True)])
 def test_stage_gauges_are_sampled_per_interval(tmp_path, interval, second_has_stages):
-    """The first batch reports StageBusyTime/StageQueueTime; later ones only once per
+    """The first batch reports ts_stage_busy_seconds/ts_stage_queue_wait_seconds; later ones only once per
     TS_STAGE_METRICS_INTERVAL_S, beside RESULT in the same write. PredictionTime comes every batch."""
     model_dir = make_model_dir(tmp_path, "echo_handler.py")
     with WorkerProcess(env={"TS_STAGE_METRICS_INTERVAL_S": interval}) as worker:
@@ -119,10 +119,10 @@ def test_stage_gauges_are_sampled_per_interval(tmp_path, interval, second_has_st
             records = codec.decode_json_body(worker.recv_until(FrameType.METRICS, bid).body)
             names.append({r["name"]: r for r in records})
         first, second = names
-        assert first["StageBusyTime"]["dimensions"] == {
-            "ModelName": "echo", "Level": "Model", "WorkerName": "W-9000-echo_1.0", "Stage": "handle"}
-        assert first["StageQueueTime"]["requestId"] == "r1"
-        assert ("StageBusyTime" in second) is second_has_stages
+        assert first["ts_stage_busy_seconds"]["dimensions"] == {
+            "model_name": "echo", "worker_name": "W-9000-echo_1.0", "stage": "handle"}
+        assert first["ts_stage_queue_wait_seconds"]["requestId"] == "r1"
+        assert ("ts_stage_busy_seconds" in second) is second_has_stages
         assert "PredictionTime" in first and "PredictionTime" in second
         worker.send(codec.encode_frame(FrameType.PING, 3))
         stages = codec.decode_json_body(worker.recv_until(FrameType.PONG, 3).body)["stages"]

@@ -34,8 +34,10 @@ import torch
 from ts.llm.fastpath import choose_forward
 from ts.llm.fastpath.parts import DecodeRows, PackedPrompts, Part, PromptChunk
 from ts.llm.kvcache import BatchCache
-from ts.llm.params import GenerationResult, LLMRequestError, SamplingParams, SequenceUpdate
-from ts.llm.sequence import Sequence, StepStats, sample_tokens
+from ts.llm.params import GenerationResult, LLMRequestError, SamplingParams, SequenceUpdate, TokenLogprob
+from ts.llm.sampling import Sampled, sample
+from ts.llm.sequence import Sequence, StepStats
+from ts.llm.structured import Grammars
 
 __all__ = ["GenerationEngine", "GenerationResult", "LLMRequestError", "SamplingParams", "SequenceUpdate",
            "StepStats"]
@@ -75,6 +77,7 @@ class GenerationEngine:
             raise ValueError("the model config has no max_position_embeddings: give max_context")
         self.vocab_size = int(getattr(config, "vocab_size", 0) or 0)
         self.eos_token_ids = set(eos_token_ids if eos_token_ids is not None else self._find_eos())
+        self.grammars = Grammars(tokenizer, self.vocab_size, self.eos_token_ids)  # response_format
         self._cache_cls = DynamicCache
         probe = DynamicCache(config=config)
         odd = {type(layer).__name__ for layer in getattr(probe, "layers", []) if type(layer) is not DynamicLayer}
@@ -107,10 +110,21 @@ class GenerationEngine:
         return sorted(ids)
 
     # ------------------------------------------------------------------ requests
-    def add(self, seq_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
-        """Queue a sequence; raises LLMRequestError (400 bad prompt, 409 id in use, 503 queue full)."""
-        if seq_id in self._ids:
-            raise LLMRequestError(409, f"request id {seq_id!r} is already in the engine", code="duplicate_id")
+    def add(self, seq_id: str, prompt_ids: list[int], params: SamplingParams,
+            fork_ids: list[str] | None = None) -> None:
+        """Queue a sequence; raises LLMRequestError (400 bad prompt, 409 id in use, 503 queue full).
+
+        ``fork_ids`` (``n`` / ``best_of``): more sequences of the same prompt and settings; the
+        prompt is prefilled once and each fork starts from a copy of its KV (``_fork``). A
+        seeded request's fork ``k`` draws with seed ``seed + k``."""
+        fork_ids = list(fork_ids or [])
+        for sid in (seq_id, *fork_ids):
+            if sid in self._ids or fork_ids.count(sid) + (sid == seq_id) > 1:
+                raise LLMRequestError(409, f"request id {sid!r} is already in the engine", code="duplicate_id")
+        if 1 + len(fork_ids) > self.max_batch_size:
+            raise LLMRequestError(400, f"{1 + len(fork_ids)} sequences for one prompt (n / best_of) need as many "
+                                  f"batch slots, but max_batch_size is {self.max_batch_size}: ask for fewer",
+                                  param="n", code="invalid_value")
         if not prompt_ids:
             raise LLMRequestError(400, "the prompt is empty: give at least one token", param="prompt",
                                   code="empty_prompt")
@@ -122,27 +136,44 @@ class GenerationEngine:
                 400, f"the prompt has {len(prompt_ids)} tokens, but the model's context is {self.max_context} "
                 f"tokens ({self.context_limit_name}={self.max_context}) and needs room for at least one new "
                 "token: shorten the prompt", param="prompt", code="context_length_exceeded")
-        if len(self._waiting) >= self.max_waiting:
+        if self.num_waiting >= self.max_waiting:
             raise LLMRequestError(
-                503, f"the engine queue is full: {len(self._waiting)} requests are waiting "
+                503, f"the engine queue is full: {self.num_waiting} requests are waiting "
                 f"(max_waiting={self.max_waiting}) behind {len(self._running) + len(self._prefilling)} running "
                 "(max_batch_size={}); retry after 1 second".format(self.max_batch_size),
                 code="queue_full", retry_after=1)
         params.validate()
-        seq = Sequence(seq_id, [int(t) for t in prompt_ids], params, self.tokenizer)
-        if not params.greedy:
-            seq.generator = torch.Generator(device=self.device)
-            if params.seed is None:
-                seq.generator.seed()
-            else:
-                seq.generator.manual_seed(int(params.seed))
-        self._waiting.append(seq)
-        self._ids.add(seq_id)
+        outside = params.token_ids_in(self.vocab_size) if self.vocab_size else []
+        if outside:
+            raise LLMRequestError(400, f"token ids {outside} (stop_token_ids / logit_bias) are outside the "
+                                  f"vocabulary [0, {self.vocab_size})", param="logit_bias" if set(outside) & set(
+                                      params.logit_bias) else "stop_token_ids", code="invalid_token")
+        seqs = [Sequence(sid, [int(t) for t in prompt_ids], params, self.tokenizer) for sid in (seq_id, *fork_ids)]
+        for k, seq in enumerate(seqs):
+            if params.grammar is not None:
+                seq.matcher = self.grammars.matcher(params.grammar)
+            if not params.greedy:
+                seq.generator = torch.Generator(device=self.device)
+                if params.seed is None:
+                    seq.generator.seed()
+                else:
+                    seq.generator.manual_seed(int(params.seed) + k)
+        seqs[0].forks = seqs[1:]
+        self._waiting.append(seqs[0])
+        self._ids.update(s.seq_id for s in seqs)
 
     def cancel(self, seq_id: str) -> bool:
         """Drop a sequence now (its KV rows too); the next step reports it as 'cancelled'."""
         if seq_id not in self._ids:
             return False
+        pending = [*self._waiting, *self._prefilling]
+        fork = next((f for s in pending for f in s.forks if f.seq_id == seq_id), None)
+        if fork is not None:  # not prefilled yet: it just will not take the prompt's KV
+            parent = next(s for s in pending if fork in s.forks)
+            parent.forks.remove(fork)
+            self._ids.discard(seq_id)
+            self._cancelled.append(SequenceUpdate(seq_id, [], "", True, "cancelled", len(fork.prompt_ids), 0))
+            return True
         for seq in self._waiting:
             if seq.seq_id == seq_id:
                 self._waiting.remove(seq)
@@ -158,8 +189,10 @@ class GenerationEngine:
                 seq = self._running[row]
                 self._remove_row(row)
         self._ids.discard(seq_id)
-        self._cancelled.append(SequenceUpdate(seq_id, [], "", True, "cancelled", len(seq.prompt_ids),
-                                              len(seq.output_ids)))
+        for gone in (seq, *seq.forks):  # a parent not yet prefilled takes its forks with it
+            self._ids.discard(gone.seq_id)
+            self._cancelled.append(SequenceUpdate(gone.seq_id, [], "", True, "cancelled", len(gone.prompt_ids),
+                                                  len(gone.output_ids)))
         return True
 
     def has_work(self) -> bool:
@@ -167,15 +200,25 @@ class GenerationEngine:
 
     @property
     def num_running(self) -> int:
-        return len(self._running) + len(self._prefilling)
+        """Batch slots taken: running rows and the sequences (with their forks) being prefilled."""
+        return len(self._running) + sum(s.slots for s in self._prefilling)
 
     @property
     def num_waiting(self) -> int:
-        return len(self._waiting)
+        """Queued sequences the next step cannot start: those beyond the free batch slots (requests
+        added since the last step move into free slots at the next step, they do not wait)."""
+        queued = sum(s.slots for s in self._waiting)
+        return max(0, queued - max(0, self.max_batch_size - self.num_running))
+
+    @property
+    def kv_cache_usage(self) -> float:
+        """The share of the batch cache's token capacity (every slot at the full context) that
+        the running sequences hold."""
+        return sum(s.cached_len for s in self._running) / (self.max_batch_size * self.max_context)
 
     def abort_all(self) -> list[str]:
         """Forget every sequence (after a failed step); returns their ids."""
-        ids = [s.seq_id for s in (*self._running, *self._prefilling, *self._waiting)]
+        ids = [s.seq_id for p in (*self._running, *self._prefilling, *self._waiting) for s in (p, *p.forks)]
         self._waiting.clear()
         self._prefilling.clear()
         self._running.clear()
@@ -196,7 +239,7 @@ class GenerationEngine:
                 self._mixed_step(stats, updates)
             else:
                 self._separate_step(stats, updates)
-        stats.running, stats.waiting = self.num_running, len(self._waiting)
+        stats.running, stats.waiting = self.num_running, self.num_waiting
         self.last_step = stats
         return updates
 
@@ -279,7 +322,8 @@ class GenerationEngine:
             chunk = (seq, n)
         group: list[Sequence] = []
         in_use = self.num_running - ending
-        while budget > 0 and self._waiting and in_use + len(group) < self.max_batch_size:
+        while (budget > 0 and self._waiting
+               and in_use + sum(s.slots for s in group) + self._waiting[0].slots <= self.max_batch_size):
             n = len(self._waiting[0].prompt_ids)
             if n > budget and (group or chunk is not None):
                 break
@@ -343,22 +387,32 @@ class GenerationEngine:
             seq.prefilled = len(seq.prompt_ids)
         self._first_tokens(group, logits, own, stats, updates)
 
-    def _first_tokens(self, seqs: list[Sequence], logits: torch.Tensor, own: Any, stats: StepStats,
+    def _first_tokens(self, seqs: list[Sequence], logits: torch.Tensor | None, own: Any, stats: StepStats,
                       updates: list[SequenceUpdate]) -> None:
         """Prefilled sequences sample their first token; those not finished join the batch cache
-        (row i of ``own`` is ``seqs[i]``'s keys/values)."""
-        tokens = self._sample(logits, seqs)
-        for i, (seq, token) in enumerate(zip(seqs, tokens, strict=True)):
-            update = self._accept(seq, token)
+        (row i of ``own`` is ``seqs[i]``'s keys/values). A sequence's forks (``n``) sample from
+        the same logits row and join with a copy of the same KV row."""
+        rows = [i for i, seq in enumerate(seqs) for _ in range(seq.slots)]
+        every = [s for seq in seqs for s in (seq, *seq.forks)]
+        if logits is not None and len(rows) != len(seqs):
+            logits = logits.index_select(0, torch.tensor(rows, device=logits.device))
+        sampled = self._sample(logits, every)
+        for row, seq, token, logprob in zip(rows, every, sampled.tokens, sampled.logprobs, strict=True):
+            seq.forks = []
+            update = self._accept(seq, token, logprob)
             stats.prefilled.append(seq.seq_id)
             updates.append(update)
-            if update.finished:
-                continue
-            if self._batch is None:
-                self._batch = BatchCache(self._num_layers, self.max_batch_size, self.max_context, self.device)
-            self._batch.add_row([(layer.keys[i:i + 1], layer.values[i:i + 1]) for layer in own.layers],
-                                seq.cached_len)
-            self._running.append(seq)
+            if not update.finished:
+                self._fork(own, row, seq)
+
+    def _fork(self, own: Any, row: int, seq: Sequence) -> None:
+        """``seq`` joins the batch with a copy of row ``row`` of ``own`` (the prefilled prompt's
+        keys/values): one prompt's forks each copy the same row (a paged cache would share it)."""
+        if self._batch is None:
+            self._batch = BatchCache(self._num_layers, self.max_batch_size, self.max_context, self.device)
+        self._batch.add_row([(layer.keys[row:row + 1], layer.values[row:row + 1]) for layer in own.layers],
+                            seq.cached_len)
+        self._running.append(seq)
 
     def _decode(self) -> list[SequenceUpdate]:
         batch = self._batch
@@ -371,8 +425,9 @@ class GenerationEngine:
 
     def _decoded(self, logits: torch.Tensor) -> list[SequenceUpdate]:
         """The running rows sample their next tokens; the finished leave the batch."""
-        tokens = self._sample(logits, self._running)
-        updates = [self._accept(seq, tok) for seq, tok in zip(self._running, tokens, strict=True)]
+        sampled = self._sample(logits, self._running)
+        updates = [self._accept(seq, tok, lp)
+                   for seq, tok, lp in zip(self._running, sampled.tokens, sampled.logprobs, strict=True)]
         for row in reversed([i for i, u in enumerate(updates) if u.finished]):
             self._remove_row(row)
         return updates
@@ -386,18 +441,22 @@ class GenerationEngine:
         if row < len(self._running):
             self._running[row] = last
 
-    def _sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
-        return sample_tokens(logits, seqs)
+    def _sample(self, logits: torch.Tensor | None, seqs: list[Sequence]) -> Sampled:
+        assert logits is not None
+        return sample(logits, seqs, self.eos_token_ids, self.grammars)
 
-    def _accept(self, seq: Sequence, token: int) -> SequenceUpdate:
-        update = seq.accept(token, self.eos_token_ids, self.max_context)
+    def _accept(self, seq: Sequence, token: int, logprob: TokenLogprob | None = None) -> SequenceUpdate:
+        update = seq.accept(token, self.eos_token_ids, self.max_context, logprob)
         if update.finished:
             self._ids.discard(seq.seq_id)
         return update
 
     # ------------------------------------------------------------------ run to completion
-    def generate_all(self, batch: list[tuple[str, list[int], SamplingParams]]) -> dict[str, GenerationResult]:
-        """Run a batch to completion; a request ``add`` refuses gets a result with ``error`` set."""
+    def generate_all(self, batch: list[tuple[str, list[int], SamplingParams]],
+                     forks: dict[str, list[str]] | None = None) -> dict[str, GenerationResult]:
+        """Run a batch to completion; a request ``add`` refuses gets a result with ``error`` set
+        (so do its ``forks``: ``{seq id: fork ids}``, each fork with its own result)."""
+        forks = forks or {}
         if self.has_work():
             raise RuntimeError("generate_all needs an idle engine: it would swallow the updates of the "
                                "sequences already running")
@@ -405,18 +464,21 @@ class GenerationEngine:
         pending = deque(batch)
         texts: dict[str, list[str]] = {}
         while pending or self.has_work():
-            while pending and len(self._waiting) < self.max_waiting:
+            while pending and self.num_waiting < self.max_waiting:
                 seq_id, ids, params = pending.popleft()
+                group = [seq_id, *forks.get(seq_id, [])]
                 try:
-                    self.add(seq_id, ids, params)
+                    self.add(seq_id, ids, params, group[1:])
                 except LLMRequestError as exc:
-                    results[seq_id] = GenerationResult(seq_id, error=exc)
+                    results.update((sid, GenerationResult(sid, error=exc)) for sid in group)
                     continue
-                results[seq_id] = GenerationResult(seq_id, prompt_tokens=len(ids))
-                texts[seq_id] = []
+                for sid in group:
+                    results[sid] = GenerationResult(sid, prompt_tokens=len(ids))
+                    texts[sid] = []
             for u in self.step():
                 res = results[u.seq_id]
                 res.token_ids.extend(u.new_token_ids)
+                res.logprobs.extend(u.logprobs or [])
                 texts[u.seq_id].append(u.text_delta)
                 if u.finished:
                     res.finish_reason, res.completion_tokens = u.finish_reason, u.completion_tokens

@@ -46,6 +46,25 @@ def _bad(param: str, message: str) -> LLMRequestError:
     return LLMRequestError(400, message, param=param, code="invalid_value")
 
 
+MAX_LOGPROBS = 20  # OpenAI's top_logprobs limit
+
+
+def _token_biases(value: Any) -> dict[int, float]:
+    """``logit_bias`` as ``{token id: bias}``; JSON gives the ids as strings (OpenAI's form)."""
+    if not isinstance(value, dict):
+        raise _bad("logit_bias", f"logit_bias must be an object of token id -> bias, got {value!r}")
+    out: dict[int, float] = {}
+    for key, bias in value.items():
+        try:
+            token = int(key)
+        except (TypeError, ValueError):
+            raise _bad("logit_bias", f"logit_bias: {key!r} is not a token id") from None
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not -100 <= bias <= 100:
+            raise _bad("logit_bias", f"logit_bias[{key}] must be a number between -100 and 100, got {bias!r}")
+        out[token] = float(bias)
+    return out
+
+
 @dataclass
 class SamplingParams:
     """Per-request generation settings. ``temperature`` 0 is greedy; ``top_k`` 0 and ``top_p`` 1
@@ -59,6 +78,16 @@ class SamplingParams:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False
+    # logits processors (ts/llm/sampling.py), OpenAI's / vLLM's semantics
+    presence_penalty: float = 0.0      # subtracted once from every token already generated
+    frequency_penalty: float = 0.0     # subtracted per occurrence in the output
+    repetition_penalty: float = 1.0    # divides positive (multiplies negative) logits of prompt + output tokens
+    min_p: float = 0.0                 # drop tokens less likely than min_p x the most likely one
+    min_tokens: int = 0                # EOS and stop_token_ids are masked until this many tokens
+    stop_token_ids: list[int] = field(default_factory=list)
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    logprobs: int | None = None        # None: off; k: the chosen token's log-probability and the k most likely
+    grammar: str | None = None         # structured output: an llguidance grammar (ts/llm/structured.py)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SamplingParams:
@@ -98,6 +127,38 @@ class SamplingParams:
             raise _bad("stop", f"stop must be a string or a list of non-empty strings, got {self.stop!r}")
         if not isinstance(self.ignore_eos, bool):
             raise _bad("ignore_eos", f"ignore_eos must be true or false, got {self.ignore_eos!r}")
+        for name in ("presence_penalty", "frequency_penalty"):
+            number(name, getattr(self, name), float)
+            if not -2 <= getattr(self, name) <= 2:
+                raise _bad(name, f"{name} must be between -2 and 2, got {getattr(self, name)}")
+        number("repetition_penalty", self.repetition_penalty, float)
+        if self.repetition_penalty <= 0:
+            raise _bad("repetition_penalty", f"repetition_penalty must be > 0 (1 turns it off), "
+                       f"got {self.repetition_penalty}")
+        number("min_p", self.min_p, float)
+        if not 0 <= self.min_p <= 1:
+            raise _bad("min_p", f"min_p must be in [0, 1], got {self.min_p}")
+        number("min_tokens", self.min_tokens, int)
+        if not 0 <= self.min_tokens <= self.max_new_tokens:
+            raise _bad("min_tokens", f"min_tokens must be between 0 and max_tokens ({self.max_new_tokens}), "
+                       f"got {self.min_tokens}")
+        if not isinstance(self.stop_token_ids, list) or not all(
+                isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in self.stop_token_ids):
+            raise _bad("stop_token_ids", f"stop_token_ids must be a list of token ids, got {self.stop_token_ids!r}")
+        self.logit_bias = _token_biases(self.logit_bias)
+        if self.logprobs is not None:
+            number("logprobs", self.logprobs, int)
+            if not 0 <= self.logprobs <= MAX_LOGPROBS:
+                raise _bad("logprobs", f"top log-probabilities must be between 0 and {MAX_LOGPROBS}, "
+                           f"got {self.logprobs}")
+
+    def token_ids_in(self, vocab_size: int) -> list[int]:
+        """Token ids this request names (stop_token_ids, logit_bias) outside ``[0, vocab_size)``."""
+        return [t for t in (*self.stop_token_ids, *self.logit_bias) if not 0 <= t < vocab_size]
+
+    @property
+    def penalised(self) -> bool:
+        return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1)
 
     @property
     def greedy(self) -> bool:
@@ -115,6 +176,17 @@ class SequenceUpdate:
     finish_reason: str | None  # 'stop' | 'length' | 'cancelled' when finished
     prompt_tokens: int
     completion_tokens: int
+    logprobs: list[TokenLogprob] | None = None  # one per new token when the request asked
+
+
+@dataclass
+class TokenLogprob:
+    """A sampled token's log-probability under the model (log_softmax of its raw logits) and the
+    ``top`` most likely tokens' ``(id, logprob)``, most likely first."""
+
+    token: int
+    logprob: float
+    top: list[tuple[int, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -128,3 +200,4 @@ class GenerationResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: LLMRequestError | None = None
+    logprobs: list[TokenLogprob] = field(default_factory=list)

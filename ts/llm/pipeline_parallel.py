@@ -36,6 +36,8 @@ from ts.handler_utils.distributed.checkpoint import Checkpoint, find_checkpoint,
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.handler_utils.distributed.pipelining import stage_bounds
 from ts.llm.engine import GenerationEngine
+from ts.llm.params import TokenLogprob
+from ts.llm.sampling import Sampled
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +130,28 @@ class PipelineStage:
             dist.broadcast(buf, src=self.num_stages - 1)
         return buf.tolist()
 
+    def share_sampled(self, sampled: Sampled | None, seqs: list[Any]) -> Sampled:
+        """The last stage's sampled tokens and, when a sequence asked, their logprobs (every rank
+        knows who asked: the same requests were added on each), on every rank."""
+        tokens = self.share_tokens(None if sampled is None else sampled.tokens, len(seqs))
+        asked = [s.params.logprobs for s in seqs]
+        if all(k is None for k in asked):
+            return Sampled(tokens, [None] * len(seqs))
+        k = max(a or 0 for a in asked)
+        buf = torch.zeros(len(seqs), 1 + 2 * k, dtype=torch.float64, device=self.device)
+        if sampled is not None:  # [logprob, top ids..., top logprobs...] per row
+            for i, lp in enumerate(sampled.logprobs):
+                if lp is not None:
+                    buf[i, 0] = lp.logprob
+                    buf[i, 1:1 + len(lp.top)] = torch.tensor([t for t, _ in lp.top], dtype=torch.float64)
+                    buf[i, 1 + k:1 + k + len(lp.top)] = torch.tensor([v for _, v in lp.top], dtype=torch.float64)
+        with self._link(f"sharing the logprobs computed on rank {self.num_stages - 1}"):
+            dist.broadcast(buf, src=self.num_stages - 1)
+        rows = buf.tolist()
+        return Sampled(tokens, [None if n is None else TokenLogprob(
+            tokens[i], rows[i][0], [(int(rows[i][1 + j]), rows[i][1 + k + j]) for j in range(n)])
+            for i, n in enumerate(asked)])
+
     @contextlib.contextmanager
     def _link(self, what: str) -> Iterator[None]:
         """Name the step a lost peer broke (gloo and NCCL only say which socket failed)."""
@@ -169,9 +193,9 @@ class PipelineEngine(GenerationEngine):
                  attention_mask: torch.Tensor | None, last: list[int] | None = None) -> torch.Tensor | None:
         return self.stage.forward(input_ids, position_ids, cache, attention_mask, last, self._cache_kw)
 
-    def _sample(self, logits: torch.Tensor | None, seqs: list[Any]) -> list[int]:
-        tokens = super()._sample(logits, seqs) if self.stage.last else None
-        return self.stage.share_tokens(tokens, len(seqs))
+    def _sample(self, logits: torch.Tensor | None, seqs: list[Any]) -> Sampled:
+        sampled = super()._sample(logits, seqs) if self.stage.last else None
+        return self.stage.share_sampled(sampled, seqs)
 
 
 def load_stage(path: str, dtype: Any, trust_remote_code: bool, rank: int, num_stages: int,

@@ -3,7 +3,7 @@
 ``Sequence.accept`` takes a sampled token and says whether the sequence is finished (stop string,
 EOS, ``max_new_tokens`` or the context); ``ends_by_length`` says ahead of a step whether its next
 token is its last by length (the engine's scheduler frees those slots for the step's prompts).
-``sample_tokens`` picks each sequence's next token from a step's logits.
+Sampling itself is ``sampling.py``'s, over the whole batch.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ts.llm.params import SamplingParams, SequenceUpdate
+from ts.llm.params import SamplingParams, SequenceUpdate, TokenLogprob
 from ts.llm.text import IncrementalText
 
 
@@ -32,7 +32,7 @@ class StepStats:
 
 class Sequence:
     __slots__ = ("seq_id", "prompt_ids", "params", "generator", "output_ids", "cache", "prefilled",
-                 "text", "finish_reason")
+                 "text", "finish_reason", "forks", "cumulative_logprob", "matcher")
 
     def __init__(self, seq_id: str, prompt_ids: list[int], params: SamplingParams, tokenizer: Any) -> None:
         self.seq_id = seq_id
@@ -44,6 +44,14 @@ class Sequence:
         self.prefilled = 0              # prompt tokens in the cache so far
         self.text = IncrementalText(tokenizer, prompt_ids, params.stop)
         self.finish_reason: str | None = None
+        self.forks: list[Sequence] = []  # n / best_of: siblings that take this prompt's KV once prefilled
+        self.cumulative_logprob = 0.0     # sum of the chosen tokens' logprobs (when logprobs are on)
+        self.matcher: Any = None          # structured output: the grammar's state (ts/llm/structured.py)
+
+    @property
+    def slots(self) -> int:
+        """Batch rows this sequence takes once prefilled: itself and its forks."""
+        return 1 + len(self.forks)
 
     @property
     def cached_len(self) -> int:
@@ -57,14 +65,19 @@ class Sequence:
         """Whether the next token is the last by ``max_new_tokens`` or the context."""
         return self._length_reached(len(self.output_ids) + 1, max_context)
 
-    def accept(self, token: int, eos_token_ids: set[int], max_context: int) -> SequenceUpdate:
+    def accept(self, token: int, eos_token_ids: set[int], max_context: int,
+               logprob: TokenLogprob | None = None) -> SequenceUpdate:
         """Append ``token``; the update to report (``finished`` with its reason when it ends)."""
         self.output_ids.append(token)
+        if self.matcher is not None:
+            self.matcher.consume_token(token)
+        if logprob is not None:
+            self.cumulative_logprob += logprob.logprob
         delta = self.text.push(token)
         reason = None
         if self.text.stopped:
             reason = "stop"
-        elif token in eos_token_ids and not self.params.ignore_eos:
+        elif token in eos_token_ids and not self.params.ignore_eos or token in self.params.stop_token_ids:
             reason = "stop"
         elif self._length_reached(len(self.output_ids), max_context):
             reason = "length"
@@ -72,26 +85,4 @@ class Sequence:
             delta += self.text.finish()
             self.finish_reason = reason
         return SequenceUpdate(self.seq_id, [token], delta, reason is not None, reason, len(self.prompt_ids),
-                              len(self.output_ids))
-
-
-def sample_tokens(logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
-    """Row ``i`` of ``logits`` gives ``seqs[i]``'s next token: the argmax when greedy, else drawn
-    with its temperature, top-k and top-p from its own generator."""
-    tokens = logits.argmax(dim=-1).tolist()
-    for i, seq in enumerate(seqs):
-        p = seq.params
-        if p.greedy:
-            continue
-        row = logits[i] / p.temperature
-        if p.top_k and p.top_k < row.numel():
-            kth = torch.topk(row, p.top_k).values[-1]
-            row = row.masked_fill(row < kth, float("-inf"))
-        if p.top_p < 1.0:
-            sorted_logits, order = torch.sort(row, descending=True)
-            probs = torch.softmax(sorted_logits, dim=-1)
-            drop = probs.cumsum(dim=-1) - probs > p.top_p  # keep the smallest set reaching top_p
-            row = row.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
-        probs = torch.softmax(row, dim=-1)
-        tokens[i] = int(torch.multinomial(probs, 1, generator=seq.generator).item())
-    return tokens
+                              len(self.output_ids), None if logprob is None else [logprob])

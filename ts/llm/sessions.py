@@ -5,8 +5,10 @@ The frontend runs a sequence's requests one at a time and in order, so a turn al
 whole of the turn before it. What the model is given for a turn is exactly: the earlier turns'
 prompt ids and generated ids, in order, then this turn's own prompt ids (as the request form
 tokenized them: a chat request's template output, a plain prompt's tokens). A turn that did
-not finish (cancelled, refused, failed) leaves the conversation as it was. The KV cache is not
-kept between turns: each turn prefills the whole conversation again.
+not finish (cancelled, refused, failed) leaves the conversation as it was. The rectangle KV cache
+is not kept between turns: each turn prefills the whole conversation again; with the paged cache
+(``handler.paged_kv_cache``) the earlier turns' full blocks are found in its prefix cache (while
+not evicted), so a turn computes only what follows them.
 """
 
 from __future__ import annotations

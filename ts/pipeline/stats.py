@@ -87,28 +87,29 @@ class PipelineStats:
 
     def batch_records(self, model_name: str, requests: Sequence[Request],
                       per_stage: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
-        """METRICS records for one batch: each stage's busy and queue-wait time (ms); empty
-        unless the batch is due for a sample (TS_STAGE_METRICS_INTERVAL_S)."""
+        """METRICS records for one batch: each stage's busy and queue-wait time (seconds); empty
+        unless the batch is due for a sample (TS_STAGE_METRICS_INTERVAL_S). tserve's own metrics,
+        named by Prometheus' conventions (ts/configs/metrics.yaml)."""
         now = time.monotonic()
         if now - self._sampled_at < self._sample_every_s:
             return []
         self._sampled_at = now
         request_ids = ",".join(r.request_id for r in requests)
         records: list[dict[str, Any]] = []
-        base = {"ModelName": model_name, "Level": "Model"}
+        base = {"model_name": model_name}
         if self.worker_name:
-            base["WorkerName"] = self.worker_name
+            base["worker_name"] = self.worker_name
         for stage, (wait_s, busy_s) in per_stage.items():
-            dims = {**base, "Stage": stage}
-            records.append({"name": "StageBusyTime", "unit": "Milliseconds",
-                            "value": round(busy_s * 1000, 3), "type": "gauge",
+            dims = {**base, "stage": stage}
+            records.append({"name": "ts_stage_busy_seconds", "unit": "Seconds",
+                            "value": round(busy_s, 6), "type": "gauge",
                             "dimensions": dims, "requestId": request_ids})
-            records.append({"name": "StageQueueTime", "unit": "Milliseconds",
-                            "value": round(wait_s * 1000, 3), "type": "gauge",
+            records.append({"name": "ts_stage_queue_wait_seconds", "unit": "Seconds",
+                            "value": round(wait_s, 6), "type": "gauge",
                             "dimensions": dict(dims), "requestId": request_ids})
         if "inference" in per_stage:
-            records.append({"name": "InferenceIdlePercent", "unit": "Percent",
-                            "value": round(self.idle.fraction() * 100, 3), "type": "gauge",
+            records.append({"name": "ts_inference_idle_ratio", "unit": "Ratio",
+                            "value": self.idle.fraction(), "type": "gauge",
                             "dimensions": dict(base),
                             "requestId": request_ids})
         return records

@@ -9,13 +9,13 @@ import torch.nn.functional as F
 
 from ts.context import Context
 from ts.torch_handler.vision_handler import VisionHandler
-from ts.utils.transforms import IMAGENET_MEAN, IMAGENET_STD, CenterCrop, Compose, Normalize, Resize, ToTensor
+from ts.utils.transforms import IMAGENET_MEAN, IMAGENET_STD, CenterCrop, Compose, Normalize, Resize, ToTensor, to_rgb
 from ts.utils.util import map_class_to_label
 
 
 class ImageClassifier(VisionHandler):
     topk = 5
-    image_processing = Compose([Resize(256), CenterCrop(224), ToTensor(), Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    image_processing = Compose([to_rgb, Resize(256), CenterCrop(224), ToTensor(), Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
     def initialize(self, context: Context) -> None:
         super().initialize(context)

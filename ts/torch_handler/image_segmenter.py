@@ -7,11 +7,11 @@ from typing import Any
 import torch
 
 from ts.torch_handler.vision_handler import VisionHandler
-from ts.utils.transforms import IMAGENET_MEAN, IMAGENET_STD, Compose, Normalize, ToTensor
+from ts.utils.transforms import IMAGENET_MEAN, IMAGENET_STD, Compose, Normalize, ToTensor, to_rgb
 
 
 class ImageSegmenter(VisionHandler):
-    image_processing = Compose([ToTensor(), Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    image_processing = Compose([to_rgb, ToTensor(), Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
     def postprocess(self, data: Any) -> list[Any]:
         # torchvision segmentation models return {"out": [N, C, H, W], "aux": ...}

@@ -38,6 +38,8 @@ from ts.handler_utils.distributed.coordinator import RankCoordinator
 from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
+from ts.llm.fields import CHAT, COMPLETIONS, GENERATE, TS
+from ts.llm.llm_metrics import LLMMetrics
 from ts.llm.pipeline_parallel import PipelineEngine, load_stage
 from ts.llm.sessions import COMPLETED, Conversations
 from ts.torch_handler.base_handler import BaseHandler
@@ -47,6 +49,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["LLMEvent", "LLMHandler", "LLMRequestError"]
 
 DEFAULT_MAX_NEW_TOKENS = 64
+OPENAI_COMPLETIONS_MAX_TOKENS = 16  # OpenAI's documented default for completions' max_tokens
 DEFAULT_MAX_TOKENS_PER_STEP = 512
 DEFAULT_MAX_WAITING = 256
 
@@ -61,7 +64,16 @@ SETTINGS: dict[str, KeySpec] = {
     "dtype": KeySpec(lambda v: v == "auto" or dtype_name(v), "auto, float32, float16 or bfloat16"),
     "trust_remote_code": KeySpec(boolean, "true or false"),
     "fast_path": KeySpec(boolean, "true or false (default: the engine's fast forward when the model supports it)"),
+    "strict_fields": KeySpec(boolean, "true or false (default false: unknown OpenAI request fields are ignored "
+                                      "with a warning)"),
+    # the paged KV cache (ts/llm/paged, docs/llm.md); vLLM's names where vLLM has the knob
+    "paged_kv_cache": KeySpec(boolean, "true or false (default false: the rectangle batch cache)"),
+    "kv_cache_blocks": KeySpec(positive_int, "a positive integer: blocks in the pool (default: max_batch_size "
+                               "sequences of the whole context)"),
+    "block_size": KeySpec(positive_int, "a positive integer: tokens per KV block (default 16)"),
+    "enable_prefix_caching": KeySpec(boolean, "true or false (default true with paged_kv_cache)"),
 }
+PAGED_KEYS = ("kv_cache_blocks", "block_size", "enable_prefix_caching")
 
 
 def find_model_dir(model_dir: str, model_path: str | None) -> str:
@@ -96,6 +108,7 @@ class LLMHandler(BaseHandler):
         self.settings: dict[str, Any] = {}
         self.model_name = ""
         self._requests: dict[str, LLMRequest] = {}
+        self._owner: dict[str, str] = {}  # engine sequence id -> its request (n, best_of, several prompts)
         # tensor or pipeline parallel (torchrun ranks): rank 0 schedules, the others replay its commands
         self.coordinator: RankCoordinator | None = None
         self.leader = True
@@ -104,6 +117,7 @@ class LLMHandler(BaseHandler):
         self._broken: str | None = None  # why a failed step broke the torchrun job (rank 0)
         # a stateful model's sequences are conversations (ts/llm/sessions.py)
         self.conversations = Conversations(enabled=False)
+        self.llm_metrics = LLMMetrics(None, "")
 
     # ------------------------------------------------------------------ loading
     def initialize(self, context: Context) -> None:
@@ -161,8 +175,9 @@ class LLMHandler(BaseHandler):
             max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
             max_context=self.settings.get("max_context"))
         self.engine = (PipelineEngine(stage, self.tokenizer, **limits) if stage is not None
-                       else GenerationEngine(self.model, self.tokenizer, **limits, fast_path=fast_path))
+                       else self._engine(limits, fast_path))
         self.model_name = context.model_name
+        self.llm_metrics = LLMMetrics(context.metrics if info.rank == 0 else None, context.model_name)
         self.conversations = Conversations(enabled=bool((self.model_yaml_config or {}).get("sequenceBatching")))
         if info.world_size > 1:
             self.coordinator = RankCoordinator(context.model_name, info.rank, info.world_size)
@@ -175,10 +190,49 @@ class LLMHandler(BaseHandler):
                     f" {stage.describe()}" if stage is not None else "", self.device, self.engine.max_batch_size,
                     self.engine.max_tokens_per_step, self.engine.max_context, self.engine.forward_path)
 
+    def _max_new_tokens(self) -> dict[str, int]:
+        """``max_tokens`` when a request omits it: OpenAI's documented defaults on the OpenAI forms
+        (completions 16; chat none, i.e. up to the context), ``handler.max_new_tokens`` (64) on
+        the TorchServe and generate forms."""
+        assert self.engine is not None
+        setting = self.settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
+        return {TS: setting, GENERATE: setting, COMPLETIONS: OPENAI_COMPLETIONS_MAX_TOKENS,
+                CHAT: self.engine.max_context}
+    def _engine(self, limits: dict[str, Any], fast_path: bool | None) -> GenerationEngine:
+        """The rectangle-cache engine, or the paged one (``handler.paged_kv_cache``)."""
+        if not self.settings.get("paged_kv_cache"):
+            given = [k for k in PAGED_KEYS if k in self.settings]
+            if given:
+                raise ModelConfigError(f"handler.{given[0]} needs handler.paged_kv_cache: true")
+            return GenerationEngine(self.model, self.tokenizer, **limits, fast_path=fast_path)
+        from ts.llm.paged.engine import DEFAULT_BLOCK_SIZE, PagedEngine
+
+        try:
+            return PagedEngine(self.model, self.tokenizer, **limits, fast_path=fast_path,
+                               num_blocks=self.settings.get("kv_cache_blocks"),
+                               block_size=self.settings.get("block_size", DEFAULT_BLOCK_SIZE),
+                               prefix_caching=self.settings.get("enable_prefix_caching", True))
+        except ValueError as exc:
+            raise ModelConfigError(f"handler.paged_kv_cache: {exc}") from exc
+
+    def _record_cache_metrics(self) -> None:
+        """The paged cache's prefix hit ratio (docs/metrics.md), when a request ends; its block use is
+        the engine's ``kv_cache_usage`` gauge."""
+        pool = getattr(self.engine, "pool", None)
+        if pool is not None:
+            self.llm_metrics.prefix_cache(pool.stats.hit_rate)
+
     def _parse(self, request_id: str, body: Any, headers: dict[str, str] | None) -> LLMRequest:
-        return LLMRequest.parse(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
-                                default_max_new_tokens=self.settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS),
-                                chat_template=self.settings.get("chat_template"))
+        req = LLMRequest.parse(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
+                               default_max_new_tokens=self._max_new_tokens(),
+                               chat_template=self.settings.get("chat_template"),
+                               strict=bool(self.settings.get("strict_fields", False)))
+        if self.conversations.enabled and len(req.choices) > 1:
+            exc = LLMRequestError(400, "a stateful sequence (sequenceBatching) takes one prompt and one choice per "
+                                  "turn: drop n / best_of / the list of prompts", param="n", code="invalid_value")
+            error_event(request_id, exc, req.kind)
+            raise exc
+        return req
 
     # ------------------------------------------------------------------ continuous batching
     def add_request(self, request_id: str, body: bytes, headers: dict[str, str]) -> None:
@@ -189,27 +243,45 @@ class LLMHandler(BaseHandler):
         if self.coordinator is not None and not req.params.greedy and req.params.seed is None:
             # every rank seeds its own generator: an unseeded one would sample differently per rank
             req.params.seed = int(torch.randint(0, 2**62, (1,)).item())
-        prompt_ids = self.conversations.prompt(request_id, headers, req.prompt_ids)
+        groups = req.groups()
+        if len(groups) == 1:  # a stateful sequence's turn: the conversation so far, then this prompt
+            groups = [(groups[0][0], self.conversations.prompt(request_id, headers, groups[0][1]), groups[0][2])]
+        added: list[str] = []
         try:
-            self.engine.add(request_id, prompt_ids, req.params)
+            for seq_id, ids, forks in groups:
+                self.engine.add(seq_id, ids, req.params, forks)
+                added.append(seq_id)
         except LLMRequestError as exc:
+            for seq_id in added:  # all of the request or nothing (a queued prompt's forks go with it)
+                self.engine.cancel(seq_id)
             self.conversations.finished(request_id, completed=False)
             error_event(request_id, exc, req.kind)  # sets exc.body in the request's form
             raise
         self._requests[request_id] = req
+        self._owner.update((seq_id, request_id) for seq_id in req.choices)
+        self.llm_metrics.arrived(request_id, sum(len(p) for p in req.prompts))
         if self.coordinator is not None:
-            self._commands.append(["add", request_id, prompt_ids, dataclasses.asdict(req.params)])
+            params = dataclasses.asdict(req.params)
+            self._commands.extend(["add", seq_id, ids, params, forks] for seq_id, ids, forks in groups)
 
     def cancel(self, request_id: str) -> None:
         """Forget a request (its client went away): no more events for it; its slot and KV rows
         are free for the next step."""
-        self._requests.pop(request_id, None)
+        req = self._requests.pop(request_id, None)
         self.conversations.finished(request_id, completed=False)
-        if self.engine is not None and self.engine.cancel(request_id):
+        seq_ids = list(req.choices) if req is not None else [request_id]
+        cancelled = False
+        for seq_id in seq_ids:
+            self._owner.pop(seq_id, None)
+            if self.engine is not None and self.engine.cancel(seq_id):
+                cancelled = True
+                if self.coordinator is not None:
+                    self._commands.append(["cancel", seq_id])
+        if req is not None:
+            self.llm_metrics.finished(request_id, "cancelled")
+        if cancelled:
             logger.info("LLM %s: request %s cancelled (its client went away); its slot is free",
                         self.model_name, request_id)
-            if self.coordinator is not None:
-                self._commands.append(["cancel", request_id])
 
     def has_work(self) -> bool:
         # other ranks step when rank 0 publishes a step (their coordinator thread), never on their own
@@ -223,7 +295,7 @@ class LLMHandler(BaseHandler):
         try:
             for command in payload["commands"]:
                 if command[0] == "add":
-                    self.engine.add(command[1], command[2], SamplingParams(**command[3]))
+                    self.engine.add(command[1], command[2], SamplingParams(**command[3]), command[4])
                 else:
                     self.engine.cancel(command[1])
             torch.manual_seed(payload["seed"])
@@ -281,18 +353,34 @@ class LLMHandler(BaseHandler):
                       for rid, req in self._requests.items()]
             for rid in self._requests:
                 self.conversations.finished(rid, completed=False)
+                self.llm_metrics.finished(rid, "error")
             self._requests.clear()
+            self._owner.clear()
             return events
         events = []
+        generated: dict[str, int] = {}
         for u in updates:
-            req = self._requests.get(u.seq_id)
-            if req is None:  # cancelled: the caller already knows
+            rid = self._owner.get(u.seq_id)
+            req = self._requests.get(rid) if rid is not None else None
+            if rid is None or req is None:  # cancelled: the caller already knows
                 continue
-            events.extend(req.on_update(u.text_delta, u.finished, u.finish_reason, u.completion_tokens))
-            self.conversations.generated(u.seq_id, u.new_token_ids)
+            generated[rid] = generated.get(rid, 0) + len(u.new_token_ids)
+            done = req.on_update(u)
+            events.extend(done)
+            self.conversations.generated(rid, u.new_token_ids)
             if u.finished:
-                del self._requests[u.seq_id]
-                self.conversations.finished(u.seq_id, completed=u.finish_reason in COMPLETED)
+                del self._owner[u.seq_id]
+            if any(e.final is not None for e in done):
+                del self._requests[rid]
+                self.conversations.finished(rid, completed=u.finish_reason in COMPLETED)
+                self.llm_metrics.tokens(rid, generated.pop(rid, 0))
+                self.llm_metrics.finished(rid, u.finish_reason or "stop")
+        for rid, count in generated.items():
+            self.llm_metrics.tokens(rid, count)
+        self.llm_metrics.gauges(self.engine.num_running, self.engine.num_waiting, self.engine.kv_cache_usage,
+                                force=not self.engine.has_work())
+        if any(u.finished for u in updates):
+            self._record_cache_metrics()
         return events
 
     def end_sequence(self, sequence_id: str) -> None:
@@ -317,6 +405,7 @@ class LLMHandler(BaseHandler):
         self.context = context
         results: list[Any] = [None] * len(data)
         batch = []
+        forks: dict[str, list[str]] = {}
         parsed: dict[str, tuple[int, LLMRequest]] = {}
         for idx, row in enumerate(data):
             key = f"{context.get_request_id(idx) or 'request'}#{idx}"
@@ -332,16 +421,23 @@ class LLMHandler(BaseHandler):
                 results[idx] = self._refuse(context, idx, exc)
                 continue
             parsed[key] = (idx, req)
-            batch.append((key, self.conversations.prompt(key, headers, req.prompt_ids), req.params))
-        for key, res in self.engine.generate_all(batch).items():
-            idx, req = parsed[key]
-            self.conversations.generated(key, res.token_ids)
-            self.conversations.finished(key, completed=res.error is None and res.finish_reason in COMPLETED)
-            if res.error is not None:
-                error_event(key, res.error, req.kind)
-                results[idx] = self._refuse(context, idx, res.error)
+            groups = req.groups()
+            if len(groups) == 1:
+                groups = [(groups[0][0], self.conversations.prompt(key, headers, groups[0][1]), groups[0][2])]
+            batch.extend((seq_id, ids, req.params) for seq_id, ids, _ in groups)
+            forks.update((seq_id, fork_ids) for seq_id, _, fork_ids in groups)
+        outcome = self.engine.generate_all(batch, forks)
+        for key, (idx, req) in parsed.items():
+            mine = {seq_id: outcome[seq_id] for seq_id in req.choices}
+            first = mine[key]
+            error = next((r.error for r in mine.values() if r.error is not None), None)
+            self.conversations.generated(key, first.token_ids)
+            self.conversations.finished(key, completed=error is None and first.finish_reason in COMPLETED)
+            if error is not None:
+                error_event(key, error, req.kind)
+                results[idx] = self._refuse(context, idx, error)
                 continue
-            results[idx] = req.whole_answer(res.text, res.finish_reason or "stop", res.completion_tokens)
+            results[idx] = req.whole_answer(mine)
             if idx < len(context.request_processor):
                 context.set_response_content_type(idx, req.content_type)
         return results

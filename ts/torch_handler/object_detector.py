@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from ts.torch_handler.vision_handler import VisionHandler
-from ts.utils.transforms import Compose, ToTensor
+from ts.utils.transforms import Compose, ToTensor, to_rgb
 
 
 class ObjectDetector(VisionHandler):
-    image_processing = Compose([ToTensor()])
+    image_processing = Compose([to_rgb, ToTensor()])
     threshold = 0.5
 
     def postprocess(self, data: Any) -> list[list[dict[str, Any]]]:

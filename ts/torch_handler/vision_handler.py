@@ -13,7 +13,6 @@ from PIL import Image, UnidentifiedImageError
 
 from ts.context import Context
 from ts.torch_handler.base_handler import BaseHandler
-from ts.utils.transforms import to_rgb
 
 
 class VisionHandler(BaseHandler, ABC):
@@ -45,7 +44,9 @@ class VisionHandler(BaseHandler, ABC):
                 img.load()
             except (UnidentifiedImageError, OSError) as exc:
                 raise ValueError(f"request {idx}: cannot decode the image ({exc})") from None
-            return self.image_processing(to_rgb(img))
+            # As decoded (TorchServe's contract): a grayscale model's transform gets mode "L";
+            # the built-in handlers convert to RGB in their own image_processing.
+            return self.image_processing(img)
         if image is None:
             raise ValueError(f"request {idx} has no 'data' or 'body' input")
         return torch.as_tensor(image, dtype=torch.float32)

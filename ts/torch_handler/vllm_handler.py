@@ -20,6 +20,7 @@ from ts.context import Context
 from ts.handler_utils.distributed.config import ModelConfigError, section
 from ts.llm.api import LLMEvent, LLMRequest, error_event
 from ts.llm.engine import LLMRequestError
+from ts.llm.params import SequenceUpdate, TokenLogprob
 from ts.torch_handler.base_handler import BaseHandler
 from ts.torch_handler.llm_handler import DEFAULT_MAX_NEW_TOKENS, find_model_dir
 
@@ -46,7 +47,9 @@ class VLLMHandler(BaseHandler):
         self.model_name = ""
         self.max_new_tokens = DEFAULT_MAX_NEW_TOKENS
         self._vllm: Any = None
-        self._requests: dict[str, tuple[LLMRequest, int]] = {}  # id -> (request, characters sent)
+        self._requests: dict[str, LLMRequest] = {}
+        self._groups: dict[str, tuple[str, list[str]]] = {}  # vLLM request id -> (our request, its sequences)
+        self._sent: dict[str, tuple[int, int]] = {}  # sequence -> (characters, tokens) already reported
 
     def initialize(self, context: Context) -> None:
         vllm = self._vllm = import_vllm()
@@ -63,42 +66,83 @@ class VLLMHandler(BaseHandler):
         logger.info("vLLM %s: %s with %s", context.model_name, path, engine_cfg)
 
     # ------------------------------------------------------------------ continuous batching
+    def vllm_params(self, req: LLMRequest, n: int) -> Any:
+        """The request's settings as vLLM's ``SamplingParams`` (``n`` sequences per prompt)."""
+        p = req.params
+        return self._vllm.SamplingParams(
+            n=n, max_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
+            top_k=p.top_k if p.top_k > 0 else -1, min_p=p.min_p, seed=p.seed, stop=list(p.stop) or None,
+            stop_token_ids=list(p.stop_token_ids) or None, ignore_eos=p.ignore_eos, min_tokens=p.min_tokens,
+            presence_penalty=p.presence_penalty, frequency_penalty=p.frequency_penalty,
+            repetition_penalty=p.repetition_penalty, logit_bias=dict(p.logit_bias) or None, logprobs=p.logprobs)
+
     def add_request(self, request_id: str, body: bytes, headers: dict[str, str]) -> None:
         req = LLMRequest.parse(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
                                default_max_new_tokens=self.max_new_tokens)
-        p = req.params
-        params = self._vllm.SamplingParams(
-            max_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
-            top_k=p.top_k if p.top_k > 0 else -1, seed=p.seed, stop=list(p.stop) or None, ignore_eos=p.ignore_eos)
+        added: list[str] = []
         try:
-            self.engine.add_request(request_id, {"prompt_token_ids": req.prompt_ids}, params)
+            for seq_id, ids, forks in req.groups():  # one vLLM request per prompt, its n sequences in it
+                self.engine.add_request(seq_id, {"prompt_token_ids": ids}, self.vllm_params(req, 1 + len(forks)))
+                added.append(seq_id)
+                self._groups[seq_id] = (request_id, [seq_id, *forks])
         except ValueError as exc:  # vLLM's refusals (prompt too long for max_model_len, ...)
+            for seq_id in added:
+                self._groups.pop(seq_id, None)
+                self.engine.abort_request(seq_id)
             err = LLMRequestError(400, str(exc), param="prompt", code="invalid_value")
             error_event(request_id, err, req.kind)
             raise err from None
-        self._requests[request_id] = (req, 0)
+        self._requests[request_id] = req
 
     def cancel(self, request_id: str) -> None:
-        if self._requests.pop(request_id, None) is not None:
-            self.engine.abort_request(request_id)
+        req = self._requests.pop(request_id, None)
+        if req is not None:
+            for seq_id in req.choices:
+                self._sent.pop(seq_id, None)
+            for seq_id, _, _ in req.groups():
+                self._groups.pop(seq_id, None)
+                self.engine.abort_request(seq_id)
 
     def has_work(self) -> bool:
         return self.engine is not None and self.engine.has_unfinished_requests()
 
+    def _update(self, seq_id: str, completion: Any, prompt_tokens: int, top: int) -> SequenceUpdate:
+        """vLLM's cumulative output of one sequence as the new part (text, tokens, logprobs)."""
+        choice_text, tokens = self._sent.pop(seq_id, (0, 0))
+        ids = list(completion.token_ids)
+        if completion.finish_reason is None:
+            self._sent[seq_id] = (len(completion.text), len(ids))
+        logprobs = None
+        if getattr(completion, "logprobs", None) is not None:  # one {token id: Logprob} per token
+            logprobs = [TokenLogprob(ids[i], float(step[ids[i]].logprob),
+                                     sorted(((int(t), float(lp.logprob)) for t, lp in step.items()),
+                                            key=lambda item: -item[1])[:top])
+                        for i, step in enumerate(completion.logprobs[tokens:], start=tokens)]
+        reason = completion.finish_reason
+        return SequenceUpdate(seq_id, ids[tokens:], completion.text[choice_text:], reason is not None, reason,
+                              prompt_tokens, len(ids), logprobs)
+
     def step(self) -> list[LLMEvent]:
         events: list[LLMEvent] = []
         for out in self.engine.step():
-            entry = self._requests.get(out.request_id)
-            if entry is None:
+            group = self._groups.get(out.request_id)
+            req = self._requests.get(group[0]) if group is not None else None
+            if group is None or req is None:
                 continue
-            req, sent = entry
-            completion = out.outputs[0]
-            delta = completion.text[sent:]
-            events.extend(req.on_update(delta, out.finished, completion.finish_reason, len(completion.token_ids)))
+            for completion in out.outputs:
+                seq_id = group[1][getattr(completion, "index", 0)]
+                if req.choices[seq_id].finish_reason is not None:
+                    continue  # vLLM repeats a finished sequence while its siblings run
+                update = self._update(seq_id, completion, len(getattr(out, "prompt_token_ids", None) or []),
+                                      req.params.logprobs or 0)
+                if out.finished and not update.finished:
+                    update.finished, update.finish_reason = True, "stop"
+                done = req.on_update(update)
+                events.extend(done)
+                if any(e.final is not None for e in done):
+                    self._requests.pop(group[0], None)
             if out.finished:
-                del self._requests[out.request_id]
-            else:
-                self._requests[out.request_id] = (req, len(completion.text))
+                self._groups.pop(out.request_id, None)
         return events
 
     # ------------------------------------------------------------------ TorchServe's batch call

@@ -64,11 +64,21 @@ def worker_env(props: dict[str, str], home: str) -> dict[str, str]:
     return env
 
 
+# AF_UNIX's sun_path on Linux: 108 bytes with the terminating NUL
+MAX_SOCKET_PATH = 107
+
+
+def socket_parent(tmp_dir: str) -> str:
+    """``tmp_dir`` when ``<tmp_dir>/tsz-XXXXXXXX/zygote.sock`` fits AF_UNIX, else ``/tmp``."""
+    longest = os.path.join(tmp_dir, "tsz-XXXXXXXX", "zygote.sock")
+    return tmp_dir if len(os.fsencode(longest)) <= MAX_SOCKET_PATH else "/tmp"
+
+
 def spawn(props: dict[str, str], home: str, tmp_dir: str | None, out: int | None) -> SpawnedZygote | None:
     """Starts ``python -m ts.warmstart.zygote`` for the frontend to adopt; None when the frontend should start it."""
     if not wanted(props) or not (Path(home) / "ts" / "warmstart" / "launch.py").is_file():
         return None
-    sock_dir = Path(tempfile.mkdtemp(prefix="tsz-", dir=tmp_dir))
+    sock_dir = Path(tempfile.mkdtemp(prefix="tsz-", dir=socket_parent(tmp_dir or tempfile.gettempdir())))
     sock = sock_dir / "zygote.sock"
     preload = props.get("warm_start_preload", "torch").strip()
     read_end, write_end = os.pipe()

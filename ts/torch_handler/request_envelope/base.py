@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
@@ -41,12 +42,18 @@ def request_body(row: Any, envelope: str) -> Any:
     """The request's JSON document (``data`` or ``body``), decoded if it is still bytes/str."""
     body = row.get("data") or row.get("body") if isinstance(row, dict) else row
     if isinstance(body, (bytes, bytearray)):
-        body = body.decode("utf-8")
+        try:
+            body = body.decode("utf-8")
+        except UnicodeDecodeError as exc:  # found by test/fuzz/fuzz_nesting.py: was a 500 for the batch
+            raise bad_request(f"the {envelope} envelope needs a UTF-8 JSON request body: {exc}") from None
     if isinstance(body, str):
         try:
             body = json.loads(body)
         except json.JSONDecodeError as exc:
             raise bad_request(f"the {envelope} envelope needs a JSON request body: {exc}") from None
+        except RecursionError:
+            raise bad_request(f"the {envelope} envelope's JSON body is nested too deeply to decode "
+                              f"(Python's recursion limit {sys.getrecursionlimit()})") from None
     if not isinstance(body, dict):
         raise bad_request(f"the {envelope} envelope needs a JSON object body, got {type(body).__name__}")
     return body

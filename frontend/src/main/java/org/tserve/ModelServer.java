@@ -25,7 +25,7 @@ import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.RegisterRequest;
 import org.tserve.wlm.StatusResult;
 import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerEnvironment;
+import org.tserve.wlm.supervision.WorkerEnvironment;
 
 /**
  * The tserve frontend process: reads the configuration, writes the token file, binds the REST
@@ -46,7 +46,7 @@ public final class ModelServer {
     private TokenAuthorization tokens;
     private ModelManager models;
     private HttpServer http;
-    private org.tserve.wlm.WarmStarter warmStart;
+    private org.tserve.wlm.supervision.WarmStarter warmStart;
     /** Writes config snapshots (null with -ncs). */
     private SnapshotStore snapshots;
     private final List<ServerExtension> extensions = new ArrayList<>();
@@ -77,7 +77,16 @@ public final class ModelServer {
             return;
         }
         log().info("Log config: " + logConfig);
-        Path sockDir = Paths.get(System.getProperty("java.io.tmpdir"), "tserve-" + ProcessHandle.current().pid());
+        Path sockDir;
+        try {
+            sockDir = SocketDir.choose(System.getProperty("java.io.tmpdir"), ProcessHandle.current().pid());
+        } catch (ConfigException e) {
+            log().error(e.getMessage());
+            System.err.println("ERROR: " + e.getMessage());
+            LogSetup.stop();
+            Runtime.getRuntime().halt(1);
+            return;
+        }
         ModelServer server = new ModelServer(cfg, sockDir, a.zygote);
         try {
             server.start();
@@ -117,9 +126,9 @@ public final class ModelServer {
         banner(home, metricsCfg);
         Files.createDirectories(socketDir);
         if (launcherZygote != null) {   // the launcher started it before this JVM: its import overlaps our start
-            warmStart = org.tserve.wlm.WarmStarter.adopt(launcherZygote, home, cfg.getBool("warm_worker_start"));
+            warmStart = org.tserve.wlm.supervision.WarmStarter.adopt(launcherZygote, home, cfg.getBool("warm_worker_start"));
         } else if (cfg.getBool("warm_worker_start")) {   // first: the zygote imports torch while the server starts
-            warmStart = org.tserve.wlm.WarmStarter.start(cfg.getPython(), socketDir, home, cfg.get("warm_start_preload"),
+            warmStart = org.tserve.wlm.supervision.WarmStarter.start(cfg.getPython(), socketDir, home, cfg.get("warm_start_preload"),
                     cfg.get("blacklist_env_vars"));
         }
         tokens = new TokenAuthorization(cfg.isTokenAuthEnabled(), Paths.get(System.getProperty("user.dir"), "key_file.json"),
@@ -140,14 +149,15 @@ public final class ModelServer {
         // say Unhealthy / NOT_SERVING until the startup models are loaded
         models.setLoadingStartupModels(true);
         Runtime.getRuntime().addShutdownHook(new Thread(this::shutdownAndHalt, "shutdown"));
+        ServerContext context = new ServerContext(cfg, models, tokens);
         for (ServerExtension e : ServiceLoader.load(ServerExtension.class)) {
-            e.start(new ServerContext(cfg, models, tokens));
+            e.start(context);
             extensions.add(e);
             for (String line : e.bannerLines()) {
                 System.out.println(line);
             }
         }
-        http = new HttpServer(cfg, tokens, models, extensions);
+        http = new HttpServer(context, extensions);
         http.start();
         try {
             ModelSnapshot snapshot = cfg.getModelSnapshot();

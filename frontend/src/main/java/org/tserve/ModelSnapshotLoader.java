@@ -6,11 +6,11 @@ import java.util.Map;
 import org.apache.logging.log4j.Logger;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ModelSnapshot;
+import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.RegisterRequest;
 import org.tserve.wlm.StatusResult;
 import org.tserve.wlm.WlmException;
-import org.tserve.util.Logging;
 
 /**
  * Starts the models a {@code model_snapshot} names (a restored config snapshot, or KServe's
@@ -19,7 +19,7 @@ import org.tserve.util.Logging;
  * anything loads; a version that fails to load is logged and the others still start.
  */
 final class ModelSnapshotLoader {
-    private static final Logger LOG = Logging.logger(ModelServer.class);
+    private static final Logger LOG = Logging.logger(ModelSnapshotLoader.class);
 
     private final ModelManager models;
     private final String store;
@@ -64,10 +64,8 @@ final class ModelSnapshotLoader {
         r.modelName = v.model();
         r.initialWorkers = v.minWorkers();
         r.maxWorkers = v.maxWorkers();
-        r.batchSize = v.batchSize();
-        r.maxBatchDelay = v.maxBatchDelay();
-        r.responseTimeout = v.responseTimeout();
-        r.startupTimeout = v.startupTimeout();
+        r.setting("batchSize", v.batchSize()).setting("maxBatchDelay", v.maxBatchDelay())
+                .setting("responseTimeout", v.responseTimeout()).setting("startupTimeout", v.startupTimeout());
         r.runtime = v.runtimeType();
         r.loadedAtStartup = true;
         r.synchronous = true;

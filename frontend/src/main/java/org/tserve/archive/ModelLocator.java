@@ -11,6 +11,8 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.List;
 import java.util.regex.Pattern;
+import org.tserve.config.Compatibility;
+import org.tserve.util.LogText;
 
 /**
  * Turns a register {@code url} into a local archive path: a name in the model store, a local
@@ -34,7 +36,9 @@ public final class ModelLocator {
     private final long maxDownloadSize;
 
     public ModelLocator(String modelStore, List<String> allowedUrls, long maxDownloadSize) {
-        this.modelStore = modelStore;
+        // The store is the operator's path, not a URL: `..` in it (workflow_store=../resources/x,
+        // TorchServe's own test config) is resolved here, so only the url's own segments are checked.
+        this.modelStore = modelStore == null ? null : Paths.get(modelStore).toAbsolutePath().normalize().toString();
         this.allowedUrls = allowedUrls;
         this.maxDownloadSize = maxDownloadSize;
     }
@@ -101,11 +105,43 @@ public final class ModelLocator {
         return p.startsWith(store) && !p.equals(store);
     }
 
+    /**
+     * An http(s) URL must match {@code allowed_urls} both as written and as the remote server
+     * reads it (its path percent-decoded), and may hold no dot segment ({@code .}, {@code ..},
+     * also encoded as {@code %2e}) nor an encoded {@code /} or {@code \}: servers that normalise
+     * such paths would serve a file outside the allowed prefix.
+     */
     private void requireAllowed(String url, String asked) throws ArchiveException {
-        if (!allowed(url)) {
+        String normalised = normalisedHttpUrl(url, asked);
+        if (!allowed(url) || !allowed(normalised)) {
             throw new ArchiveException(404, "Given URL " + asked + (url.equals(asked) ? "" : " redirects to " + url + ", which")
                     + " does not match any allowed URL(s): " + allowedUrls + " (config key allowed_urls)");
         }
+    }
+
+    /** {@code url} with its path percent-decoded; 400 for dot segments and encoded separators. */
+    static String normalisedHttpUrl(String url, String asked) throws ArchiveException {
+        URI u;
+        try {
+            u = new URI(url);
+        } catch (java.net.URISyntaxException e) {
+            throw new ArchiveException(400, "Invalid url " + LogText.quote(asked) + ": " + e.getReason());
+        }
+        String raw = u.getRawPath() == null ? "" : u.getRawPath();
+        String lowerRaw = raw.toLowerCase(java.util.Locale.ROOT);
+        if (lowerRaw.contains("%2f") || lowerRaw.contains("%5c")) {
+            throw new ArchiveException(400, "Invalid url " + LogText.quote(asked) + ": an encoded '/' or '\\' (%2F, %5C) in "
+                    + "the path is refused (servers disagree on what it names); write the path with plain '/'");
+        }
+        String path = u.getPath() == null ? "" : u.getPath();   // decoded; no %2F left to split wrongly
+        for (String segment : path.split("/", -1)) {
+            if (segment.equals(".") || segment.equals("..")) {
+                throw new ArchiveException(400, "Invalid url " + LogText.quote(asked) + ": its path holds the dot segment '"
+                        + segment + "' (also when written %2e); give the archive's path without '.' or '..' segments");
+            }
+        }
+        String authority = u.getRawAuthority() == null ? "" : u.getRawAuthority();
+        return u.getScheme() + "://" + authority + path + (u.getRawQuery() == null ? "" : "?" + u.getRawQuery());
     }
 
     private boolean allowed(String url) {
@@ -178,7 +214,8 @@ public final class ModelLocator {
         }
         Path target = Paths.get(modelStore).resolve(name);
         if (Files.exists(target)) {
-            throw new ArchiveException(409, "Model file already exists " + target + "; remove it or register it by name");
+            throw new ArchiveException(Compatibility.current().archiveExistsStatus(),
+                    "Model file already exists " + target + "; remove it or register it by name");
         }
         Path part = target.resolveSibling(name + ".part");
         try {

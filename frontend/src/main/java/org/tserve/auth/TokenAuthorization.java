@@ -23,8 +23,10 @@ import java.util.regex.Pattern;
  * TorchServe's token authorization: management, inference and API keys written to
  * {@code key_file.json} (mode 0600) in the working directory, checked as
  * {@code Authorization: Bearer <key>}, rotated with {@code /token?type=}. Keys carry 128 random
- * bits (TorchServe: 48) and are compared in constant time; an address that fails
- * {@value FailureThrottle#LIMIT} checks within a minute is refused until the minute ends.
+ * bits (TorchServe: 48) and are compared in constant time. Once an address has failed
+ * {@value FailureThrottle#LIMIT} checks within a minute, its further failures that minute are
+ * answered "throttled" (HTTP 429 after a delay, gRPC RESOURCE_EXHAUSTED) while the right key from
+ * it still passes: behind a shared gateway or NAT, one client without a key locks nobody out.
  */
 public final class TokenAuthorization {
     /** Which key an API needs. */
@@ -138,19 +140,17 @@ public final class TokenAuthorization {
     }
 
     /**
-     * {@link #check} for a request from {@code client} (an address): a failure is counted, and an
-     * address with too many recent failures is refused without checking its token.
+     * {@link #check} for a request from {@code client} (an address): the right key always passes;
+     * a failure is counted, and is THROTTLED instead of DENIED once the address has too many
+     * recent failures (the throttle is on the failures, never on the address's valid requests).
      */
     public synchronized Verdict verify(KeyType type, String authorizationHeader, String client) {
-        if (!enabled) {
+        if (!enabled || check(type, authorizationHeader)) {
             return Verdict.ALLOWED;
         }
         long now = clock.getAsLong();
         if (throttle.retryAfterMillis(client, now) > 0) {
             return Verdict.THROTTLED;
-        }
-        if (check(type, authorizationHeader)) {
-            return Verdict.ALLOWED;
         }
         throttle.failed(client, now);
         return Verdict.DENIED;
@@ -172,7 +172,8 @@ public final class TokenAuthorization {
     /** The message for a throttled client. */
     public static String throttledMessage(String client, long retryAfterSeconds) {
         return "Too many failed token checks from " + client + " (" + FailureThrottle.LIMIT + " within a minute): "
-                + "requests from this address are refused for " + retryAfterSeconds + " s";
+                + "failed checks from this address are answered 429 for " + retryAfterSeconds + " s; requests "
+                + "with the right key still pass";
     }
 
     /** The message for a failed check, naming the key the API needs. */

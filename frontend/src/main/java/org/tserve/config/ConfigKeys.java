@@ -126,6 +126,12 @@ public final class ConfigKeys {
                 "Seconds unregistering a model may take to stop its workers", NON_NEGATIVE);
         k("max_request_size", Type.INT, "6553500", "Largest request body, in bytes", POSITIVE);
         k("max_response_size", Type.INT, "6553500", "Largest response body, in bytes", POSITIVE);
+        k("max_form_fields", Type.INT, "1000", "Fields of one URL-encoded form or parts of one multipart body; more "
+                + "answer 413 (form) / 400 (multipart)", POSITIVE);
+        k("max_form_key_length", Type.INT, "1024", "Longest field name of a URL-encoded form, in characters; "
+                + "longer answers 400", POSITIVE);
+        k("max_form_decoded_size", Type.INT, "6553500", "Decoded bytes (names and values) of one URL-encoded "
+                + "form; more answer 413", POSITIVE);
         k("number_of_netty_threads", Type.INT, "0",
                 "Netty event-loop threads of the REST servers (0 = one per core)", NON_NEGATIVE);
         k("netty_client_threads", Type.INT, "0", "TorchServe's worker-connection threads; shown at startup, unused");
@@ -190,6 +196,9 @@ public final class ConfigKeys {
         k("max_workers_per_model", Type.INT, "256", "Workers one model may run (0 = no cap)", NON_NEGATIVE);
         k("max_workers", Type.INT, "1024", "Workers the whole server may run (0 = no cap)", NON_NEGATIVE);
         k("send_error_detail", Type.BOOL, "true", "Handler exception text in error answers (false: a generic message)");
+        k("compatibility", Type.STRING, "",
+                "torchserve-0.12: answer every deliberate difference as TorchServe 0.12 does (docs/compatibility.md)",
+                (key, v) -> Compatibility.parse(v));
         // one model across machines (docs/distributed.md, "Across machines")
         k("cluster_members", Type.STRING, "", "Member nodes of a model across machines (docs/distributed.md)");
         k("cluster_leader", Type.STRING, null, "On a member: the leader's address (--member-of)");

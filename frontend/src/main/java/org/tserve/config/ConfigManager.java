@@ -104,6 +104,13 @@ public final class ConfigManager {
             }
         }
         for (String name : props.stringPropertyNames()) {
+            String comment = ValueChecks.inlineComment(props.getProperty(name));
+            if (comment != null) {
+                // .properties has no inline comments: the text after '#' is part of the value
+                warnings.add("Configuration key '" + name + "' in " + file + " looks like it carries an inline comment ("
+                        + comment + "): .properties files have comments only on lines of their own, so this text is "
+                        + "part of the value; move the comment to a line starting with #");
+            }
             put(name, ValueChecks.substituteEnv(name, props.getProperty(name).trim(), env), "config file");
         }
         if (args.python != null) {
@@ -171,6 +178,11 @@ public final class ConfigManager {
 
     /** Runs each declared key's check on its effective value (defaults included). */
     private void validate() {
+        Compatibility policy = Compatibility.parse(get("compatibility"));
+        Compatibility.install(policy);
+        for (Map.Entry<String, String> e : values.entrySet()) {   // booleans: once the policy is known
+            ValueChecks.checkBool(e.getKey(), e.getValue(), policy);
+        }
         for (ConfigKeys.Key k : ConfigKeys.all().values()) {
             String v = get(k.name);
             if (k.check != null && v != null) {

@@ -39,6 +39,9 @@ public final class ModelKey<T> {
     }
 
     ModelKey<T> api(String param) {
+        if (value.paramForm == ModelValue.ParamForm.NONE) {
+            throw new IllegalArgumentException(name + ": a " + value.text + " cannot be an API parameter");
+        }
         this.apiParam = param;
         return this;
     }
@@ -77,6 +80,26 @@ public final class ModelKey<T> {
 
     void copy(ModelSettings from, ModelSettings to) {
         set.accept(to, value.copy(get.apply(from)));
+    }
+
+    /** The management API's register parameter that sets it, or null. */
+    public String apiParam() {
+        return apiParam;
+    }
+
+    /** Whether its API parameter is read as an integer (true), or as a boolean or text (see {@link #apiBoolean}). */
+    public boolean apiInteger() {
+        return value.paramForm == ModelValue.ParamForm.INTEGER;
+    }
+
+    /** The JSON schema of its API parameter. */
+    public String apiSchema() {
+        return value.paramSchema();
+    }
+
+    /** Whether its API parameter is read as {@code true}/{@code false}. */
+    public boolean apiBoolean() {
+        return value.paramForm == ModelValue.ParamForm.BOOLEAN;
     }
 
     /** The value held in {@code s}. */

@@ -117,6 +117,11 @@ public final class ModelKeys {
         return KEYS.get(name);
     }
 
+    /** The settings the management API's register call takes as parameters ({@code api(...)}), in declaration order. */
+    public static List<ModelKey<?>> apiKeys() {
+        return KEYS.values().stream().filter(k -> k.apiParam != null).toList();
+    }
+
     /** All settings in declaration order. */
     public static Collection<ModelKey<?>> all() {
         return Collections.unmodifiableCollection(KEYS.values());

@@ -18,9 +18,12 @@ final class ModelValue<T> {
         T read(String key, Object raw, String source);
     }
 
+    /** How a management API parameter (text) of this type becomes a layer value; NONE: not a parameter type. */
+    enum ParamForm { INTEGER, BOOLEAN, TEXT, NONE }
+
     /** An integer ≥ 0. */
     static final ModelValue<Integer> COUNT = new ModelValue<>("integer ≥ 0", List.of(), ModelValue::count,
-            UnaryOperator.identity());
+            UnaryOperator.identity(), ParamForm.INTEGER);
     /** An integer ≥ 1 (a negative one gets the "must not be negative" error first, as before). */
     static final ModelValue<Integer> AT_LEAST_ONE = new ModelValue<>("integer ≥ 1", List.of(), (k, v, src) -> {
         int n = count(k, v, src);
@@ -28,20 +31,20 @@ final class ModelValue<T> {
             throw new ConfigException(src + ": '" + k + "' must be at least 1, got " + v);
         }
         return n;
-    }, UnaryOperator.identity());
+    }, UnaryOperator.identity(), ParamForm.INTEGER);
     /** An integer ≥ 0 where 0 keeps the lower layer's value (TorchServe: jobQueueSize ≤ 0 is the default). */
     static final ModelValue<Integer> POSITIVE_OR_KEEP = new ModelValue<>("integer ≥ 0 (0: keep the default)",
             List.of(), (k, v, src) -> {
                 int n = count(k, v, src);
                 return n > 0 ? n : null;
-            }, UnaryOperator.identity());
+            }, UnaryOperator.identity(), ParamForm.INTEGER);
     /** A YAML/JSON boolean (no strings: "yes" would be a typo hidden). */
     static final ModelValue<Boolean> FLAG = new ModelValue<>("true or false", List.of(), (k, v, src) -> {
         if (!(v instanceof Boolean)) {
             throw new ConfigException(src + ": '" + k + "' must be true or false, got " + v);
         }
         return (Boolean) v;
-    }, UnaryOperator.identity());
+    }, UnaryOperator.identity(), ParamForm.BOOLEAN);
     static final ModelValue<List<Integer>> INT_LIST = new ModelValue<>("list of integers", List.of(), (k, v, src) -> {
         if (!(v instanceof List)) {
             throw new ConfigException(src + ": '" + k + "' must be a list of integers, got " + v);
@@ -51,7 +54,7 @@ final class ModelValue<T> {
             ids.add(toInt(k, o, src));
         }
         return ids;
-    }, ArrayList::new);
+    }, ArrayList::new, ParamForm.NONE);
     static final ModelValue<Map<String, Object>> MAPPING = new ModelValue<>("mapping", List.of(), (k, v, src) -> {
         if (!(v instanceof Map)) {
             throw new ConfigException(src + ": '" + k + "' must be a mapping, got " + v);
@@ -61,7 +64,7 @@ final class ModelValue<T> {
             m.put(String.valueOf(e.getKey()), e.getValue());
         }
         return m;
-    }, LinkedHashMap::new);
+    }, LinkedHashMap::new, ParamForm.NONE);
 
     /** For the docs table. */
     final String text;
@@ -69,8 +72,11 @@ final class ModelValue<T> {
     final List<String> choices;
     private final Reader<T> reader;
     private final UnaryOperator<T> copier;
+    final ParamForm paramForm;
 
-    private ModelValue(String text, List<String> choices, Reader<T> reader, UnaryOperator<T> copier) {
+    private ModelValue(String text, List<String> choices, Reader<T> reader, UnaryOperator<T> copier,
+                       ParamForm paramForm) {
+        this.paramForm = paramForm;
         this.text = text;
         this.choices = choices;
         this.reader = reader;
@@ -91,7 +97,21 @@ final class ModelValue<T> {
                 throw new ConfigException(src + ": '" + k + "' must be " + expected + ", got " + v);
             }
             return d;
-        }, UnaryOperator.identity());
+        }, UnaryOperator.identity(), ParamForm.TEXT);
+    }
+
+    /** The JSON schema of its API parameter (the OpenAPI document's). */
+    String paramSchema() {
+        switch (paramForm) {
+            case INTEGER:
+                return "{\"type\": \"integer\", \"format\": \"int32\", \"minimum\": " + (this == AT_LEAST_ONE ? 1 : 0) + "}";
+            case BOOLEAN:
+                return "{\"type\": \"boolean\"}";
+            case TEXT:
+                return "{\"type\": \"string\", \"enum\": [\"" + String.join("\", \"", choices) + "\"]}";
+            default:
+                throw new IllegalStateException("a " + text + " is not an API parameter");
+        }
     }
 
     T read(String key, Object raw, String source) {

@@ -10,6 +10,18 @@ import java.util.regex.Pattern;
  */
 final class ValueChecks {
     private static final Pattern ENV_REF = Pattern.compile("\\$\\$([A-Za-z_][A-Za-z0-9_]*)\\$\\$");
+    /** Whitespace, '#', then text: a comment someone meant to end the line with. */
+    private static final Pattern INLINE_COMMENT = Pattern.compile("\\s#\\s*\\S.*$");
+
+    /**
+     * The part of a raw value that looks like an inline comment ({@code "change-me   # optional"}
+     * gives {@code "# optional"}), or null. Only that part is returned: the value may be a secret.
+     */
+    static String inlineComment(String raw) {
+        Matcher m = INLINE_COMMENT.matcher(raw);
+        return m.find() ? m.group().trim() : null;
+    }
+
 
     static final ConfigKeys.Check POSITIVE = (k, v) -> {
         if (Integer.parseInt(v) <= 0) {
@@ -82,6 +94,21 @@ final class ValueChecks {
         return sb.toString();
     }
 
+    /**
+     * A boolean key's value must be true or false (any case); under {@code compatibility=torchserve-0.12}
+     * anything else is false, as TorchServe reads it.
+     */
+    static void checkBool(String name, String value, Compatibility policy) {
+        ConfigKeys.Key key = ConfigKeys.get(name);
+        if (key == null || value == null || key.type != ConfigKeys.Type.BOOL || policy.lenientBooleans()) {
+            return;
+        }
+        String v = value.trim();
+        if (!v.equalsIgnoreCase("true") && !v.equalsIgnoreCase("false")) {
+            throw new ConfigException("Invalid value '" + value + "' for configuration key '" + name + "': expected true or false");
+        }
+    }
+
     /** Throws a ConfigException naming the key, its source and the expected type when the value does not parse. */
     static void checkType(String name, String value, String source) {
         ConfigKeys.Key key = ConfigKeys.get(name);
@@ -100,17 +127,13 @@ final class ValueChecks {
                 case DOUBLE:
                     Double.parseDouble(v);
                     break;
-                case BOOL:
-                    if (!v.equalsIgnoreCase("true") && !v.equalsIgnoreCase("false")) {
-                        throw new NumberFormatException();
-                    }
+                case BOOL:   // checkBool, once the compatibility policy is known
                     break;
                 default:
                     break;
             }
         } catch (NumberFormatException e) {
-            String want = key.type == ConfigKeys.Type.BOOL ? "true or false"
-                    : key.type == ConfigKeys.Type.DOUBLE ? "a number" : "an integer";
+            String want = key.type == ConfigKeys.Type.DOUBLE ? "a number" : "an integer";
             throw new ConfigException("Invalid value '" + value + "' for configuration key '" + name + "' (from "
                     + source + "): expected " + want);
         }

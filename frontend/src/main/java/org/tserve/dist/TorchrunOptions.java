@@ -66,6 +66,16 @@ public final class TorchrunOptions {
         return !parallelType.isEmpty();
     }
 
+    /**
+     * The global rank of this node's local rank 0 as the node rank gives it ({@code node-rank} x
+     * ranks per node); 0 on one machine. An etcd rendezvous may order nodes otherwise: the ranks'
+     * LOADED answers then say their real global rank.
+     */
+    public int firstRankOfNode() {
+        String n = passThrough.get("node-rank");
+        return n == null ? 0 : Integer.parseInt(n) * ranks();
+    }
+
     /** Processes (and frontend connections) of one worker: the local ranks of a torchrun job, else 1. */
     public int ranks() {
         return usesTorchrun() ? parallelLevel : 1;

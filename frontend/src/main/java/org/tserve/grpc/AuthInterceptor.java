@@ -25,7 +25,9 @@ final class AuthInterceptor implements ServerInterceptor {
     static final Set<String> PROBES = Set.of("org.pytorch.serve.grpc.inference.InferenceAPIsService/Ping",
             "org.pytorch.serve.grpc.openinference.GRPCInferenceService/ServerLive",
             "org.pytorch.serve.grpc.openinference.GRPCInferenceService/ServerReady",
-            "org.pytorch.serve.grpc.openinference.GRPCInferenceService/ModelReady");
+            "org.pytorch.serve.grpc.openinference.GRPCInferenceService/ModelReady",
+            ServiceAlias.OIP_STANDARD_NAME + "/ServerLive", ServiceAlias.OIP_STANDARD_NAME + "/ServerReady",
+            ServiceAlias.OIP_STANDARD_NAME + "/ModelReady");
 
     private final TokenAuthorization auth;
     private final TokenAuthorization.KeyType type;

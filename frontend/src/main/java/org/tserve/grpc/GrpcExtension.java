@@ -12,7 +12,7 @@ public final class GrpcExtension implements ServerExtension {
 
     @Override
     public void start(ServerContext ctx) throws Exception {
-        servers = GrpcServers.start(ctx.config(), ctx.modelManager(), ctx.tokens());
+        servers = GrpcServers.start(ctx.config(), ctx.modelManager(), ctx.tokens(), ctx.responses());
         String scheme = ctx.config().getBool("enable_grpc_ssl") ? "https" : "http";
         inferenceAddress = scheme + "://" + ctx.config().get("grpc_inference_address") + ":" + servers.inferencePort();
         managementAddress = scheme + "://" + ctx.config().get("grpc_management_address") + ":" + servers.managementPort();

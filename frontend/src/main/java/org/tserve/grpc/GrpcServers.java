@@ -18,6 +18,7 @@ import org.apache.logging.log4j.Logger;
 import org.pytorch.serve.grpc.inference.InferenceAPIsServiceGrpc;
 import org.pytorch.serve.grpc.management.ManagementAPIsServiceGrpc;
 import org.pytorch.serve.grpc.openinference.GRPCInferenceServiceGrpc;
+import org.tserve.ResponseListeners;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
@@ -46,7 +47,8 @@ public final class GrpcServers {
     private Server management;
 
     /** Starts both servers on their own event loops (the transport {@code use_native_io} picks). */
-    public static GrpcServers start(ConfigManager cfg, ModelManager models, TokenAuthorization auth) throws IOException {
+    public static GrpcServers start(ConfigManager cfg, ModelManager models, TokenAuthorization auth,
+            ResponseListeners responses) throws IOException {
         GrpcServers g = new GrpcServers();
         NettyTransport transport = NettyTransport.choose(cfg.getBool("use_native_io")).logFor("gRPC");
         g.boss = transport.newGroup(1, "grpc-accept");
@@ -54,12 +56,15 @@ public final class GrpcServers {
         Set<String> open = cfg.getBool("health_check_no_auth") ? AuthInterceptor.PROBES : Set.of();
         try {
             g.health = new GrpcHealth(models, List.of(InferenceAPIsServiceGrpc.SERVICE_NAME,
-                    GRPCInferenceServiceGrpc.SERVICE_NAME, ManagementAPIsServiceGrpc.SERVICE_NAME));
+                    GRPCInferenceServiceGrpc.SERVICE_NAME, ServiceAlias.OIP_STANDARD_NAME, ManagementAPIsServiceGrpc.SERVICE_NAME));
             AuthInterceptor inferenceAuth = new AuthInterceptor(auth, TokenAuthorization.KeyType.INFERENCE, open);
+            // one implementation, served under TorchServe's name and KServe's/Triton's (ServiceAlias)
+            io.grpc.ServerServiceDefinition oip = ServerInterceptors.intercept(new OpenInferenceService(models,
+                    serverVersion(), responses), new CallContextInterceptor(), inferenceAuth);
             NettyServerBuilder b = g.build(cfg, "inference", transport)
-                .addService(ServerInterceptors.intercept(new InferenceService(models), new CallContextInterceptor(), inferenceAuth))
-                .addService(ServerInterceptors.intercept(new OpenInferenceService(models, serverVersion()),
-                    new CallContextInterceptor(), inferenceAuth));
+                .addService(ServerInterceptors.intercept(new InferenceService(models, responses), new CallContextInterceptor(), inferenceAuth))
+                .addService(oip)
+                .addService(ServiceAlias.as(ServiceAlias.OIP_STANDARD_NAME, oip));
             g.inference = g.withStandardServices(cfg, b, inferenceAuth).build().start();
             g.servers.add(g.inference);
             AuthInterceptor managementAuth = new AuthInterceptor(auth, TokenAuthorization.KeyType.MANAGEMENT, Set.of());

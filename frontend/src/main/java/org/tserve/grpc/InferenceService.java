@@ -13,7 +13,7 @@ import org.pytorch.serve.grpc.inference.InferenceAPIsServiceGrpc;
 import org.pytorch.serve.grpc.inference.PredictionResponse;
 import org.pytorch.serve.grpc.inference.PredictionsRequest;
 import org.pytorch.serve.grpc.inference.TorchServeHealthResponse;
-import org.tserve.metrics.MetricsRegistry;
+import org.tserve.ResponseListeners;
 import org.tserve.util.Logging;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
@@ -32,8 +32,11 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
     private static final Logger LOG = Logging.logger(InferenceService.class);
 
     private final ModelManager models;
+    /** Hears each answer's status (metrics counts them). */
+    private final ResponseListeners responses;
 
-    InferenceService(ModelManager models) {
+    InferenceService(ModelManager models, ResponseListeners responses) {
+        this.responses = responses;
         this.models = models;
     }
 
@@ -58,7 +61,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
 
     @Override
     public StreamObserver<PredictionsRequest> streamPredictions2(StreamObserver<PredictionResponse> out) {
-        return new SequenceStream(models, CallContext.current(), new SafeObserver<>(out));
+        return new SequenceStream(models, CallContext.current(), new SafeObserver<>(out), responses);
     }
 
     /** Unary or server-streaming prediction; ends the call exactly once. */
@@ -91,7 +94,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
                 if (!streaming || chunks == 0 || r.body().length > 0) {
                     out.onNext(prediction(r.body()));
                 }
-                MetricsRegistry.get().responseSent(r.status());
+                responses.sent(r.status());
                 out.onCompleted();
             }
 
@@ -103,7 +106,7 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
         Job job = JobFactory.create(request, call.requestHeaders(),
                 streaming ? List.of(Job.STREAM_HINT) : List.of(), responder);
         try {
-            org.tserve.metrics.InferenceRequests.submit(models, job);
+            models.submit(job);
         } catch (WlmException e) {
             fail(out, call, e.getStatus(), e.getMessage());
             return;
@@ -136,8 +139,8 @@ final class InferenceService extends InferenceAPIsServiceGrpc.InferenceAPIsServi
         }
     }
 
-    private static void fail(SafeObserver<PredictionResponse> out, CallContext call, int status, String message) {
-        MetricsRegistry.get().responseSent(status);
+    private void fail(SafeObserver<PredictionResponse> out, CallContext call, int status, String message) {
+        responses.sent(status);
         call.addTrailer("ts-status", String.valueOf(status));
         Status s = GrpcStatusMapper.status(status, message);
         LOG.debug("gRPC prediction failed: " + s.getCode() + " " + message);

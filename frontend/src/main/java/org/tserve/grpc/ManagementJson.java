@@ -5,7 +5,7 @@ import com.google.gson.GsonBuilder;
 import com.google.gson.JsonArray;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
-import org.tserve.http.DescribeJson;
+import org.tserve.api.DescribeJson;
 import org.tserve.wlm.ModelDescription;
 import org.tserve.wlm.ModelList;
 

@@ -115,11 +115,12 @@ final class ManagementService extends ManagementAPIsServiceGrpc.ManagementAPIsSe
         r.modelName = emptyToNull(req.getModelName());
         r.handler = emptyToNull(req.getHandler());
         r.runtime = emptyToNull(req.getRuntime());
-        r.batchSize = positiveOrNull(req.getBatchSize());
-        r.maxBatchDelay = positiveOrNull(req.getMaxBatchDelay());
+        // TorchServe's proto fields; 0 means "not given"
+        r.setting("batchSize", positiveOrNull(req.getBatchSize()))
+                .setting("maxBatchDelay", positiveOrNull(req.getMaxBatchDelay()))
+                .setting("responseTimeout", positiveOrNull(req.getResponseTimeout()))
+                .setting("startupTimeout", positiveOrNull(req.getStartupTimeout()));
         r.initialWorkers = positiveOrNull(req.getInitialWorkers());
-        r.responseTimeout = positiveOrNull(req.getResponseTimeout());
-        r.startupTimeout = positiveOrNull(req.getStartupTimeout());
         r.synchronous = req.getSynchronous();
         status(out, () -> models.register(r));
     }

@@ -21,9 +21,12 @@ import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ModelInferResponse
  * Open Inference Protocol tensors between gRPC messages and the KServe v2 JSON that the
  * {@code kservev2} envelope reads and writes: typed contents or little-endian raw bytes in,
  * JSON {@code data} lists; JSON {@code outputs} back into typed contents. BYTES elements travel
- * base64-encoded in the JSON (as TorchServe does) and as UTF-8 text on the way back.
+ * as text in the JSON, as a REST client sends them ({@link #bytesData}), and as UTF-8 on the way back.
  */
 final class OipTensors {
+    /** The input parameter marking BYTES elements carried as base64 (the envelope's BASE64_PARAMETER). */
+    static final String BASE64_PARAMETER = "tserve_bytes_base64";
+
     private OipTensors() {
     }
 
@@ -55,8 +58,14 @@ final class OipTensors {
             if (t.getParametersCount() > 0) {
                 in.add("parameters", parameters(t.getParametersMap()));
             }
-            in.add("data", raw ? fromRaw(t.getName(), t.getDatatype(), req.getRawInputContents(i))
-                : fromContents(t.getName(), t.getDatatype(), t.getContents()));
+            if (t.getDatatype().equalsIgnoreCase("BYTES")) {
+                List<byte[]> elements = raw ? rawBytes(t.getName(), req.getRawInputContents(i))
+                        : t.getContents().getBytesContentsList().stream().map(ByteString::toByteArray).toList();
+                in.add("data", bytesData(elements, in));
+            } else {
+                in.add("data", raw ? fromRaw(t.getName(), t.getDatatype(), req.getRawInputContents(i))
+                    : fromContents(t.getName(), t.getDatatype(), t.getContents()));
+            }
             inputs.add(in);
         }
         o.add("inputs", inputs);
@@ -121,9 +130,6 @@ final class OipTensors {
             case "FP64":
                 c.getFp64ContentsList().forEach(a::add);
                 break;
-            case "BYTES":
-                c.getBytesContentsList().forEach(b -> a.add(Base64.getEncoder().encodeToString(b.toByteArray())));
-                break;
             default:
                 throw new IllegalArgumentException("input " + name + ": datatype " + datatype + " needs raw_input_contents "
                         + "(typed contents exist for BOOL, INT8..INT64, UINT8..UINT64, FP32, FP64, BYTES)");
@@ -181,18 +187,6 @@ final class OipTensors {
                 case "FP64":
                     a.add(b.getDouble());
                     break;
-                case "BYTES":
-                    if (b.remaining() < 4) {
-                        throw new IllegalArgumentException("input " + name + ": truncated BYTES element length");
-                    }
-                    int n = b.getInt();
-                    if (n < 0 || n > b.remaining()) {
-                        throw new IllegalArgumentException("input " + name + ": BYTES element of " + n + " bytes exceeds the data");
-                    }
-                    byte[] e = new byte[n];
-                    b.get(e);
-                    a.add(Base64.getEncoder().encodeToString(e));
-                    break;
                 default:
                     throw new IllegalArgumentException("input " + name + ": unknown datatype " + datatype);
             }
@@ -200,7 +194,50 @@ final class OipTensors {
         return a;
     }
 
-    private static int elementSize(String dt) {
+    /** A raw BYTES tensor's elements: each a 4-byte little-endian length and its bytes. */
+    private static List<byte[]> rawBytes(String name, ByteString raw) {
+        ByteBuffer b = raw.asReadOnlyByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
+        List<byte[]> out = new java.util.ArrayList<>();
+        while (b.hasRemaining()) {
+            if (b.remaining() < 4) {
+                throw new IllegalArgumentException("input " + name + ": truncated BYTES element length");
+            }
+            int n = b.getInt();
+            if (n < 0 || n > b.remaining()) {
+                throw new IllegalArgumentException("input " + name + ": BYTES element of " + n + " bytes exceeds the data");
+            }
+            byte[] e = new byte[n];
+            b.get(e);
+            out.add(e);
+        }
+        return out;
+    }
+
+    /**
+     * BYTES elements as the REST JSON body carries them, text, so that the handler sees the same on
+     * both routes; when one is not UTF-8, all go base64 and the input's parameter
+     * {@value #BASE64_PARAMETER} tells the kservev2 envelope to decode them back into bytes.
+     */
+    static JsonArray bytesData(List<byte[]> elements, JsonObject input) {
+        JsonArray a = new JsonArray();
+        List<String> text = new java.util.ArrayList<>(elements.size());
+        java.nio.charset.CharsetDecoder utf8 = StandardCharsets.UTF_8.newDecoder();
+        for (byte[] e : elements) {
+            try {
+                text.add(utf8.decode(ByteBuffer.wrap(e)).toString());
+            } catch (java.nio.charset.CharacterCodingException notText) {
+                elements.forEach(x -> a.add(Base64.getEncoder().encodeToString(x)));
+                JsonObject params = input.has("parameters") ? input.getAsJsonObject("parameters") : new JsonObject();
+                params.addProperty(BASE64_PARAMETER, true);
+                input.add("parameters", params);
+                return a;
+            }
+        }
+        text.forEach(a::add);
+        return a;
+    }
+
+    static int elementSize(String dt) {
         switch (dt) {
             case "BOOL":
             case "INT8":
@@ -240,7 +277,11 @@ final class OipTensors {
         return Float.intBitsToFloat(sign | ((exp + 112) << 23) | (mant << 13));
     }
 
-    /** The handler's KServe v2 JSON answer → ModelInferResponse; a wrong shape throws IllegalArgumentException. */
+    /**
+     * The handler's KServe v2 JSON answer → ModelInferResponse; a wrong shape throws
+     * IllegalArgumentException. A request that sent raw_input_contents gets raw_output_contents (as
+     * KServe's and Triton's servers answer; tritonclient reads only those), else typed contents.
+     */
     static ModelInferResponse fromJson(String json, ModelInferRequest req) {
         JsonElement root = org.tserve.util.Json.parse(json);
         if (root.isJsonArray() && root.getAsJsonArray().size() == 1) {
@@ -256,6 +297,7 @@ final class OipTensors {
             .setModelName(text(o, "model_name", req.getModelName()))
             .setModelVersion(text(o, "model_version", req.getModelVersion()))
             .setId(text(o, "id", req.getId()));
+        boolean raw = req.getRawInputContentsCount() > 0;
         for (JsonElement e : o.getAsJsonArray("outputs")) {
             JsonObject t = e.getAsJsonObject();
             String dt = text(t, "datatype", "BYTES");
@@ -268,7 +310,11 @@ final class OipTensors {
             }
             List<JsonElement> flat = new java.util.ArrayList<>();
             flatten(t.get("data"), flat);
-            out.setContents(contents(dt, flat, out.getName()));
+            if (raw) {
+                r.addRawOutputContents(RawOutputs.encode(dt, flat, out.getName()));
+            } else {
+                out.setContents(contents(dt, flat, out.getName()));
+            }
             r.addOutputs(out);
         }
         return r.build();

@@ -17,7 +17,7 @@ import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerMetadataRequ
 import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerMetadataResponse;
 import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerReadyRequest;
 import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerReadyResponse;
-import org.tserve.metrics.MetricsRegistry;
+import org.tserve.ResponseListeners;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelDescription;
@@ -36,9 +36,12 @@ import org.tserve.wlm.protocol.Response;
  */
 final class OpenInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceServiceImplBase {
     private final ModelManager models;
+    /** Hears each answer's status (metrics counts them). */
+    private final ResponseListeners responses;
     private final String version;
 
-    OpenInferenceService(ModelManager models, String version) {
+    OpenInferenceService(ModelManager models, String version, ResponseListeners responses) {
+        this.responses = responses;
         this.models = models;
         this.version = version;
     }
@@ -58,7 +61,7 @@ final class OpenInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
     @Override
     public void serverMetadata(ServerMetadataRequest request, StreamObserver<ServerMetadataResponse> out) {
         out.onNext(ServerMetadataResponse.newBuilder().setName("tserve").setVersion(version)
-            .addExtensions("kserve").addExtensions("kubeflow").build());
+            .addExtensions("kserve").addExtensions("kubeflow").addExtensions("binary_tensor_data").build());
         out.onCompleted();
     }
 
@@ -132,7 +135,7 @@ final class OpenInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                     fail(safe, 500, "Model " + request.getModelName() + ": " + e.getMessage());
                     return;
                 }
-                MetricsRegistry.get().responseSent(r.status());
+                responses.sent(r.status());
                 safe.onNext(resp);
                 safe.onCompleted();
             }
@@ -146,14 +149,14 @@ final class OpenInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
         List<Part> parts = List.of(new Part("body", "application/json", body));
         String v = request.getModelVersion().isEmpty() ? null : request.getModelVersion();
         try {
-            org.tserve.metrics.InferenceRequests.submit(models, new Job(request.getModelName(), v, headers, parts, responder));
+            models.submit(new Job(request.getModelName(), v, headers, parts, responder));
         } catch (WlmException e) {
             fail(safe, e.getStatus(), e.getMessage());
         }
     }
 
-    private static void fail(InferenceService.SafeObserver<ModelInferResponse> out, int status, String message) {
-        MetricsRegistry.get().responseSent(status);
+    private void fail(InferenceService.SafeObserver<ModelInferResponse> out, int status, String message) {
+        responses.sent(status);
         out.onError(Status.fromCode(GrpcStatusMapper.code(status, message)).withDescription(message).asRuntimeException());
     }
 }

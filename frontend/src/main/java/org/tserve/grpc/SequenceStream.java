@@ -9,7 +9,7 @@ import java.util.List;
 import java.util.UUID;
 import org.pytorch.serve.grpc.inference.PredictionResponse;
 import org.pytorch.serve.grpc.inference.PredictionsRequest;
-import org.tserve.metrics.MetricsRegistry;
+import org.tserve.ResponseListeners;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
@@ -30,6 +30,8 @@ final class SequenceStream implements StreamObserver<PredictionsRequest> {
     static final String SEQUENCE_START = "ts_request_sequence_start";
 
     private final ModelManager models;
+    /** Hears each answer's status (metrics counts them). */
+    private final ResponseListeners responses;
     private final CallContext call;
     private final InferenceService.SafeObserver<PredictionResponse> out;
     private final ArrayDeque<PredictionsRequest> pending = new ArrayDeque<>();
@@ -39,7 +41,9 @@ final class SequenceStream implements StreamObserver<PredictionsRequest> {
     /** The request being answered (to cancel it when the client goes away). */
     private Job current;
 
-    SequenceStream(ModelManager models, CallContext call, InferenceService.SafeObserver<PredictionResponse> out) {
+    SequenceStream(ModelManager models, CallContext call, InferenceService.SafeObserver<PredictionResponse> out,
+            ResponseListeners responses) {
+        this.responses = responses;
         this.models = models;
         this.call = call;
         this.out = out;
@@ -105,7 +109,7 @@ final class SequenceStream implements StreamObserver<PredictionsRequest> {
             busy = true;
             try {
                 current = InferenceService.job(req, call, extra, responder(seq));
-                org.tserve.metrics.InferenceRequests.submit(models, current);
+                models.submit(current);
                 return;
             } catch (WlmException e) {
                 busy = false;
@@ -131,7 +135,7 @@ final class SequenceStream implements StreamObserver<PredictionsRequest> {
                     finish(seq, r.status(), r.message().isEmpty() ? "Prediction failed" : r.message());
                     return;
                 }
-                MetricsRegistry.get().responseSent(r.status());
+                responses.sent(r.status());
                 out.onNext(response(seq, r.body()));
                 finish(seq, 0, null);
             }
@@ -155,7 +159,7 @@ final class SequenceStream implements StreamObserver<PredictionsRequest> {
     }
 
     private void answerError(String seq, int status, String message) {
-        MetricsRegistry.get().responseSent(status);
+        responses.sent(status);
         Status.Code code = GrpcStatusMapper.code(status, message);
         out.onNext(PredictionResponse.newBuilder().setSequenceId(seq)
             .setStatus(com.google.rpc.Status.newBuilder().setCode(code.value()).setMessage(message == null ? "" : message))

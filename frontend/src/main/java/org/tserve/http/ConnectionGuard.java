@@ -94,6 +94,9 @@ final class ConnectionGuard {
 
             @Override
             public void channelRead(ChannelHandlerContext ctx, Object msg) throws Exception {
+                if (LingeringClose.dropped(ctx.channel(), msg)) {
+                    return;
+                }
                 lastActivity = System.nanoTime();
                 if (!reading && msg instanceof ByteBuf && ((ByteBuf) msg).isReadable() && readMillis > 0) {
                     reading = true;

@@ -3,7 +3,6 @@ package org.tserve.http;
 import com.google.gson.JsonObject;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
-import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http.DefaultFullHttpResponse;
 import io.netty.handler.codec.http.FullHttpResponse;
@@ -13,8 +12,6 @@ import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
 import io.netty.handler.codec.http.HttpVersion;
-import java.net.InetSocketAddress;
-import java.net.SocketAddress;
 import java.nio.charset.StandardCharsets;
 import org.tserve.util.AccessLog;
 
@@ -53,7 +50,7 @@ final class EarlyErrors {
     static void sendAndClose(ChannelHandlerContext ctx, HttpMessage m, FullHttpResponse resp) {
         access(ctx.channel(), m, resp.status().code());
         resp.headers().set(HttpHeaderNames.CONNECTION, "close");
-        ctx.writeAndFlush(resp).addListener(ChannelFutureListener.CLOSE);
+        ctx.writeAndFlush(resp).addListener(LingeringClose.INSTANCE);
     }
 
     /** An access-log line for a request answered here (when the access log is on). */
@@ -61,18 +58,15 @@ final class EarlyErrors {
         if (!AccessLog.enabled()) {
             return;
         }
-        String method = "?";
+        String method = "GET";   // TorchServe's Session, for a request it could not decode
         String uri = "?";
-        String protocol = "?";
+        String protocol = "HTTP/1.1";
         if (m instanceof HttpRequest) {
             HttpRequest r = (HttpRequest) m;
             method = r.method().name();
             uri = r.uri();
             protocol = r.protocolVersion().text();
         }
-        SocketAddress a = ch.remoteAddress();
-        String client = a instanceof InetSocketAddress ? ((InetSocketAddress) a).getAddress().getHostAddress()
-                : String.valueOf(a);
-        AccessLog.request(client, method, uri, protocol, status, 0, null, null);
+        AccessLog.request(AccessLog.client(ch.remoteAddress()), method, uri, protocol, status, 0, null, null);
     }
 }

@@ -20,10 +20,9 @@ import io.netty.handler.codec.http.HttpVersion;
 import io.netty.util.AsciiString;
 import io.netty.util.Attribute;
 import io.netty.util.AttributeKey;
-import java.net.InetSocketAddress;
-import java.net.SocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.tserve.ResponseListeners;
 import org.tserve.config.ConfigManager;
 import org.tserve.util.AccessLog;
 import org.tserve.util.Logging;
@@ -41,17 +40,21 @@ final class Exchange {
     final String uri;
     final String protocol;
     final boolean keepAlive;
+    /** The answer closes the connection whatever the client asked (see {@link #closeAfterAnswer}). */
+    private volatile boolean mustClose;
     final String requestId = org.tserve.util.Ids.fastUuid();
     /** The model the request is for, once routed (for the access log's context); null for other routes. */
     String model;
     private final long start = System.nanoTime();
     private final ConfigManager cfg;
+    private final ResponseListeners responses;
     private final AtomicBoolean finished = new AtomicBoolean();
     private volatile boolean openAiErrors;
     /** Errors take the Open Inference Protocol generate extension's shape, {@code {"error": message}}. */
     private volatile boolean oipErrors;
 
-    Exchange(ChannelHandlerContext ctx, FullHttpRequest req, ConfigManager cfg) {
+    Exchange(ChannelHandlerContext ctx, FullHttpRequest req, ConfigManager cfg, ResponseListeners responses) {
+        this.responses = responses;
         this.ctx = ctx;
         this.method = req.method().name();
         this.uri = req.uri();
@@ -87,7 +90,7 @@ final class Exchange {
                 h.set(HttpHeaderNames.ACCESS_CONTROL_ALLOW_HEADERS, headers);
             }
         }
-        if (keepAlive) {
+        if (keepAlive && !mustClose) {
             h.set(HttpHeaderNames.CONNECTION, HttpHeaderValues.KEEP_ALIVE);
         } else {
             h.set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
@@ -103,10 +106,10 @@ final class Exchange {
         commonHeaders(resp.headers());
         HttpUtil.setContentLength(resp, resp.content().readableBytes());
         log(resp.status().code());
-        if (keepAlive) {
+        if (keepAlive && !mustClose) {
             ctx.writeAndFlush(resp).addListener(CLOSE_ON_FAILURE_LOGGED);
         } else {
-            ctx.writeAndFlush(resp).addListener(ChannelFutureListener.CLOSE);
+            ctx.writeAndFlush(resp).addListener(LingeringClose.INSTANCE);
         }
     }
 
@@ -146,8 +149,18 @@ final class Exchange {
         if (keepAlive) {
             ctx.writeAndFlush(last).addListener(CLOSE_ON_FAILURE_LOGGED);
         } else {
-            ctx.writeAndFlush(last).addListener(ChannelFutureListener.CLOSE);
+            ctx.writeAndFlush(last).addListener(LingeringClose.INSTANCE);
         }
+    }
+
+    /** The request's inputs ({@link InputParser#parts}) under the form limits of the config. */
+    java.util.List<org.tserve.wlm.protocol.Part> parts(io.netty.handler.codec.http.FullHttpRequest req) throws HttpError {
+        return InputParser.parts(req, FormLimits.from(cfg));
+    }
+
+    /** The answer, when it is sent, closes the connection (a throttled client must reconnect). */
+    void closeAfterAnswer() {
+        mustClose = true;
     }
 
     boolean isFinished() {
@@ -231,7 +244,7 @@ final class Exchange {
     }
 
     private void log(int status) {
-        org.tserve.metrics.MetricsRegistry.get().responseSent(status);   // Requests2XX/4XX/5XX
+        responses.sent(status);   // Requests2XX/4XX/5XX
         if (AccessLog.enabled()) {   // off: nothing to format
             AccessLog.request(client(ctx), method, uri, protocol, status, (System.nanoTime() - start) / 1_000_000,
                     requestId, model);
@@ -245,8 +258,7 @@ final class Exchange {
         Attribute<String> attr = ctx.channel().attr(CLIENT);
         String c = attr.get();
         if (c == null) {
-            SocketAddress a = ctx.channel().remoteAddress();
-            c = a instanceof InetSocketAddress ? ((InetSocketAddress) a).getAddress().getHostAddress() : String.valueOf(a);
+            c = AccessLog.client(ctx.channel().remoteAddress());
             attr.set(c);
         }
         return c;

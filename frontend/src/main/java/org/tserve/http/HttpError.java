@@ -58,7 +58,11 @@ public final class HttpError extends Exception {
                     + HttpServer.MAX_REQUEST_LINE + " bytes (tserve's fixed limit); send a shorter URI, "
                     + "with long data in the body");
         }
-        return new HttpError(400, "Invalid HTTP request: " + cause);
+        // Netty's reason without its exception class: the client needs the problem, not our internals
+        String reason = cause == null || cause.getMessage() == null ? "the request cannot be parsed"
+                : cause.getMessage();
+        return new HttpError(400, "Invalid HTTP request: " + reason + ". The connection is closed: the "
+                + "bytes after a request that cannot be parsed are not read as requests");
     }
 
     static HttpError notFound() {

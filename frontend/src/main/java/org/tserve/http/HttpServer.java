@@ -15,6 +15,8 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.tserve.ResponseListeners;
+import org.tserve.ServerContext;
 import org.tserve.ServerExtension;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.ConfigException;
@@ -55,11 +57,13 @@ public final class HttpServer {
     private final AtomicInteger openConnections = new AtomicInteger();
     /** The TLS context of the https:// addresses (null when all are http://). */
     private SslContext tls;
+    private final ResponseListeners responses;
 
-    public HttpServer(ConfigManager cfg, TokenAuthorization tokens, ModelManager models, List<ServerExtension> extensions) {
-        this.cfg = cfg;
-        this.tokens = tokens;
-        this.models = models;
+    public HttpServer(ServerContext context, List<ServerExtension> extensions) {
+        this.cfg = context.config();
+        this.tokens = context.tokens();
+        this.models = context.modelManager();
+        this.responses = context.responses();
         this.extensions = extensions;
         // workflow archives are extracted beside the models' (<tmpdir>/workflows/<uuid>/)
         this.workflows = new WorkflowRegistry(models, cfg, java.nio.file.Paths.get(System.getProperty("java.io.tmpdir")));
@@ -116,12 +120,14 @@ public final class HttpServer {
                         }
                         ConnectionGuard guard = new ConnectionGuard(idle, read);
                         ch.pipeline().addLast(guard.bytes());
-                        ch.pipeline().addLast(new HttpServerCodec(decoderConfig()));
+                        ch.pipeline().addLast(new HttpServerCodec(decoderConfig(), PipelineSequencer.CODEC_DEPTH));
                         ch.pipeline().addLast(guard.messages());
+                        ch.pipeline().addLast(new PipelineSequencer(maxRequest));
+                        ch.pipeline().addLast(new TransferCodings());
                         ch.pipeline().addLast(new RequestDecompressor(maxRequest));
                         ch.pipeline().addLast(new SizeLimitedAggregator(maxRequest));
                         ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, apis, extensions,
-                                description));
+                                description, responses));
                     }
                 });
         try {

@@ -59,9 +59,12 @@ final class InferenceApi {
         predict(c.ex, c.req, c.path(Route.MODEL), null, "", explain);
     }
 
-    /** KServe v1 model readiness: {@code GET /v1/models/{m}} ({@code /v1/models/{m}:anything} too). */
-    void v1Ready(RouteCall c) throws HttpError {
-        ModelReadiness.answer(c.ex, models, ModelReadiness.v1Model(c.path(Route.MODEL)), null);
+    /**
+     * {@code GET /v1/models/{m}} ({@code /v1/models/{m}:anything} too): OpenAI's model object and
+     * KServe v1's readiness in one answer ({@link OpenAiApi#modelObject}).
+     */
+    void v1Model(RouteCall c) throws HttpError {
+        openAi.modelObject(c.ex, ModelReadiness.v1Model(c.path(Route.MODEL)));
     }
 
     /** The Open Inference Protocol's {@code POST /v2/models/{m}[/versions/{v}]/infer|explain}. */
@@ -102,7 +105,7 @@ final class InferenceApi {
                 parts.add(new Part(e.getKey(), "", v.getBytes(StandardCharsets.UTF_8)));
             }
         }
-        parts.addAll(InputParser.parts(req));
+        parts.addAll(ex.parts(req));
         if (model == null) {
             for (Part p : parts) {
                 if (p.name().equals("model_name") && p.value().length > 0) {
@@ -123,7 +126,7 @@ final class InferenceApi {
 
     private void predict(Exchange ex, FullHttpRequest req, String model, String version, String urlPath, boolean explain)
             throws HttpError {
-        submit(ex, req, model, version, urlPath, explain, InputParser.parts(req));
+        submit(ex, req, model, version, urlPath, explain, ex.parts(req));
     }
 
     private void submit(Exchange ex, FullHttpRequest req, String model, String version, String urlPath, boolean explain,
@@ -135,7 +138,7 @@ final class InferenceApi {
         ex.model = model;   // for the access log
         Job job = new Job(ex.requestId, model, version, headers, parts, responder);
         try {
-            org.tserve.metrics.InferenceRequests.submit(models, job);   // counted once the model is found
+            models.submit(job);
         } catch (WlmException e) {
             throw new HttpError(e.getStatus(), e.getMessage());
         }

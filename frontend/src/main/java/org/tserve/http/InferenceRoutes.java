@@ -5,6 +5,7 @@ import static io.netty.handler.codec.http.HttpMethod.OPTIONS;
 import static io.netty.handler.codec.http.HttpMethod.POST;
 import static org.tserve.http.OpenApiBuilder.ERROR;
 import static org.tserve.http.OpenApiBuilder.STATUS;
+import static org.tserve.http.Route.Errors.OIP;
 import static org.tserve.http.Route.inference;
 
 import io.netty.handler.codec.http.HttpMethod;
@@ -48,6 +49,12 @@ final class InferenceRoutes {
                 + " \"outputs\"], \"properties\": {\"name\": {\"type\": \"string\"}, \"versions\": {\"type\": \"array\", "
                 + "\"items\": {\"type\": \"string\"}}, \"platform\": {\"type\": \"string\"}, \"inputs\": {\"type\": \"array\"},"
                 + " \"outputs\": {\"type\": \"array\"}, \"version\": {\"type\": \"string\"}}}");
+        s.put("ModelObjectAndReadiness", "{\"type\": \"object\", \"required\": [\"id\", \"object\", \"created\", "
+                + "\"owned_by\", \"name\", \"ready\"], \"properties\": {\"id\": {\"type\": \"string\"}, \"object\": {"
+                + "\"type\": \"string\"}, \"created\": {\"type\": \"integer\"}, \"owned_by\": {\"type\": \"string\"}, "
+                + "\"name\": {\"type\": \"string\"}, \"ready\": {\"type\": \"boolean\"}}}");
+        s.put(OpenApiBuilder.OIP_ERROR, "{\"type\": \"object\", \"required\": [\"error\"], \"properties\": {\"error\": {"
+                + "\"type\": \"string\"}}}");
         s.put("V2ModelReady", "{\"type\": \"object\", \"required\": [\"name\", \"ready\"], \"properties\": {"
                 + "\"name\": {\"type\": \"string\"}, \"ready\": {\"type\": \"boolean\"}}}");
         return s;
@@ -84,17 +91,19 @@ final class InferenceRoutes {
                     + op + " on the default version (the kserve envelope reads the body).")).otherMethodsNotHere()
                     .handler(c -> c.apis.inference().kserveV1(c, explain)));
         }
-        r.add(inference(GET, "/v1/models/{model_name}", "kserveModelReady", "KServe v1 model readiness: 503 while no "
-                + "worker of the default version is READY (a ':suffix' on the name is ignored).")
-                .auth(Route.Auth.INFERENCE_PROBE).otherMethodsNotHere().handler(c -> c.apis.inference().v1Ready(c))
-                .doc(op -> op.json(200, "Ready", "V2ModelReady").json(503, "Not ready", "V2ModelReady")
-                .errors(401, 404, 429)));
+        r.add(inference(GET, "/v1/models/{model_name}", "kserveModelReady", "OpenAI's model object (models."
+                + "retrieve) and KServe v1 model readiness in one answer: id, object, created, owned_by, name, ready; 503 "
+                + "while no worker of the default version is READY (a ':suffix' on the name is ignored); errors are "
+                + "OpenAI's.").auth(Route.Auth.INFERENCE_PROBE).otherMethodsNotHere().errorStyle(Route.Errors.OPENAI)
+                .handler(c -> c.apis.inference().v1Model(c))
+                .doc(op -> op.json(200, "Ready", "ModelObjectAndReadiness").json(503, "Not ready", "ModelObjectAndReadiness")
+                .openAiErrors(401, 404, 429)));
         kserveV2(r);
         r.add(handlerRoute(inference(POST, "/invocations", "invocations", "SageMaker: every query parameter and form "
                 + "field becomes a handler input; the model is model_name (query or form), else the only registered "
                 + "model.")).anyMethod().handler(c -> c.apis.inference().invocations(c))
                 .doc(op -> handlerAnswers(op.query(Route.MODEL, "string",
-                        "The model (required when more than one model is registered)."))));
+                        "The model (required when more than one model is registered)."), false)));
         r.add(handlerRoute(inference(POST, "/models/{model_name}/invoke", "invoke", "SageMaker multi-model endpoint: "
                 + "query parameters and form fields become handler inputs.")).anyMethod()
                 .handler(c -> c.apis.inference().legacy(c)));
@@ -121,53 +130,59 @@ final class InferenceRoutes {
 
     /** A route that reaches the model's handler: any body in, the handler's answer out. */
     private static Route handlerRoute(Route r) {
-        return r.doc(InferenceRoutes::handlerAnswers);
+        return r.doc(op -> handlerAnswers(op, false));
     }
 
-    /** The handler's input (any body) and answers of a route that reaches the model's handler. */
-    private static void handlerAnswers(OpenApiBuilder.Op op) {
+    /** The handler's input (any body) and answers of a route that reaches the model's handler ({@code oip}: /v2 errors). */
+    private static void handlerAnswers(OpenApiBuilder.Op op, boolean oip) {
         op.body(false, "The handler's input: a JSON or other body becomes the input 'body' (with its media "
                         + "type); each multipart or form field becomes an input of its name.",
                 "application/json", ANY_JSON, "application/octet-stream", BINARY, "text/plain", "{\"type\": \"string\"}",
                 "multipart/form-data", "{\"type\": \"object\", \"additionalProperties\": " + BINARY + "}",
                 "application/x-www-form-urlencoded", "{\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}}")
                 .handlerAnswer(200, "The handler's answer; its media type is the one the handler set (streamed as "
-                        + "chunks when the handler streams)")
-                .errors(HANDLER_ERRORS);
+                        + "chunks when the handler streams)");
+        if (oip) {
+            op.oipErrors(HANDLER_ERRORS);
+        } else {
+            op.errors(HANDLER_ERRORS);
+        }
     }
 
     /** The Open Inference Protocol (KServe v2) routes: metadata, health, readiness, infer, explain, generate. */
     private static void kserveV2(List<Route> r) {
-        r.add(inference(GET, "/v2", "v2ServerMetadata", "OIP server metadata.").otherMethodsNotHere()
+        r.add(inference(GET, "/v2", "v2ServerMetadata", "OIP server metadata.").otherMethodsNotHere().errorStyle(OIP)
                 .handler(c -> KServeV2.serverMetadata(c))
                 .doc(op -> op.jsonInline(200, "Server metadata", "{\"type\": \"object\", \"required\": [\"name\", "
                         + "\"version\", \"extensions\"], \"properties\": {\"name\": {\"type\": \"string\"}, \"version\": "
                         + "{\"type\": \"string\"}, \"extensions\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}}}")
-                .errors(401, 429)));
+                .oipErrors(401, 429)));
         r.add(inference(GET, "/v2/health/live", "v2Live", "OIP liveness.").auth(Route.Auth.INFERENCE_PROBE)
-                .otherMethodsNotHere().handler(c -> KServeV2.live(c))
+                .otherMethodsNotHere().errorStyle(OIP).handler(c -> KServeV2.live(c))
                 .doc(op -> op.jsonInline(200, "Live", "{\"type\": \"object\", \"required\": [\"live\"], \"properties\": "
-                        + "{\"live\": {\"type\": \"boolean\"}}}").errors(401, 429)));
+                        + "{\"live\": {\"type\": \"boolean\"}}}").oipErrors(401, 429)));
         String ready = "{\"type\": \"object\", \"required\": [\"ready\"], \"properties\": {\"ready\": {\"type\": \"boolean\"}}}";
         r.add(inference(GET, "/v2/health/ready", "v2Ready", "OIP readiness: 503 while a model has no running worker or "
-                + "startup models still load.").auth(Route.Auth.INFERENCE_PROBE).otherMethodsNotHere()
+                + "startup models still load.").auth(Route.Auth.INFERENCE_PROBE).otherMethodsNotHere().errorStyle(OIP)
                 .handler(c -> KServeV2.ready(c))
-                .doc(op -> op.jsonInline(200, "Ready", ready).jsonInline(503, "Not ready", ready).errors(401, 429)));
+                .doc(op -> op.jsonInline(200, "Ready", ready).jsonInline(503, "Not ready", ready).oipErrors(401, 429)));
         String[] prefixes = {"/v2/models/{model_name}", "/v2/models/{model_name}/versions/{model_version}"};
         String[] ids = {"v2Model", "v2ModelVersion"};
         for (int i = 0; i < prefixes.length; i++) {
             r.add(inference(GET, prefixes[i], ids[i] + "Metadata", "OIP model metadata.").otherMethodsNotHere()
+                    .errorStyle(OIP)
                     .handler(c -> KServeV2.modelMetadata(c))
-                    .doc(op -> op.json(200, "Model metadata", "V2ModelMetadata").errors(401, 404, 429)));
+                    .doc(op -> op.json(200, "Model metadata", "V2ModelMetadata").oipErrors(401, 404, 429)));
             r.add(inference(GET, prefixes[i] + "/ready", ids[i] + "Ready", "OIP model readiness: ready when a worker "
-                    + "is READY.").auth(Route.Auth.INFERENCE_PROBE).otherMethodsNotHere()
+                    + "is READY.").auth(Route.Auth.INFERENCE_PROBE).otherMethodsNotHere().errorStyle(OIP)
                     .handler(c -> KServeV2.modelReady(c))
                     .doc(op -> op.json(200, "Ready", "V2ModelReady").json(503, "Not ready", "V2ModelReady")
-                    .errors(401, 404, 429)));
+                    .oipErrors(401, 404, 429)));
             for (String op : new String[] {"infer", "explain"}) {
                 boolean explain = op.equals("explain");
-                r.add(handlerRoute(inference(POST, prefixes[i] + "/" + op, ids[i] + capital(op), "OIP " + op
-                        + " (the kservev2 envelope reads the InferenceRequest).")).otherMethodsNotHere()
+                r.add(inference(POST, prefixes[i] + "/" + op, ids[i] + capital(op), "OIP " + op
+                        + " (the kservev2 envelope reads the InferenceRequest, JSON or binary tensor extension).")
+                        .doc(o -> handlerAnswers(o, true)).otherMethodsNotHere().errorStyle(OIP)
                         .handler(c -> c.apis.inference().kserveV2(c, explain)));
             }
             generate(r, prefixes[i], ids[i]);

@@ -1,5 +1,6 @@
 package org.tserve.http;
 
+import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufUtil;
 import io.netty.buffer.Unpooled;
 import io.netty.handler.codec.http.DefaultHttpRequest;
@@ -14,6 +15,7 @@ import io.netty.handler.codec.http.multipart.DefaultHttpDataFactory;
 import io.netty.handler.codec.http.multipart.FileUpload;
 import io.netty.handler.codec.http.multipart.HttpPostRequestDecoder;
 import io.netty.handler.codec.http.multipart.InterfaceHttpData;
+import io.netty.util.ByteProcessor;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -26,6 +28,8 @@ import org.tserve.wlm.protocol.Part;
 
 /** Turns an HTTP request into the handler's inputs and headers as TorchServe does. */
 final class InputParser {
+    /** Netty's cap on a multipart part's buffered headers (its default; no key, TorchServe has none). */
+    static final int MULTIPART_BUFFERED_BYTES = 1024;
     private InputParser() {
     }
 
@@ -49,15 +53,21 @@ final class InputParser {
      * A form or multipart body must yield its fields: bytes that would be silently dropped are a
      * 400 naming the problem instead.
      */
-    static List<Part> parts(FullHttpRequest req) throws HttpError {
+    static List<Part> parts(FullHttpRequest req, FormLimits limits) throws HttpError {
         String ct = req.headers().get(HttpHeaderNames.CONTENT_TYPE);
         String mime = ct == null ? "" : HttpUtil.getMimeType(ct) == null ? "" : HttpUtil.getMimeType(ct).toString()
                 .toLowerCase(Locale.ROOT).trim();
         if (mime.equals("application/x-www-form-urlencoded")) {
-            return formFields(req.content().toString(StandardCharsets.UTF_8));
+            if (req.content().isReadable() && req.content().bytesBefore((byte) '=') < 0
+                    && req.content().bytesBefore((byte) '&') < 0) {
+                // curl -d 'Once upon a time' labels plain text as a form: with no '=' and no '&' it is one field
+                // without a value, i.e. the text itself, the handler's body input as sent (an LLM handler's prompt)
+                return new ArrayList<>(List.of(new Part("body", "text/plain", ByteBufUtil.getBytes(req.content()))));
+            }
+            return formFields(req.content(), limits);
         }
         if (mime.equals("multipart/form-data")) {
-            return multipart(req, ct);
+            return multipart(req, ct, limits);
         }
         List<Part> parts = new ArrayList<>();
         parts.add(new Part("body", mime, ByteBufUtil.getBytes(req.content())));
@@ -69,7 +79,7 @@ final class InputParser {
      * exceptions on malformed input (an empty boundary, an unknown charset, a cut part): each is a
      * 400 naming the problem. Without a boundary Netty would read the body as a URL-encoded form.
      */
-    private static List<Part> multipart(FullHttpRequest req, String contentType) throws HttpError {
+    private static List<Part> multipart(FullHttpRequest req, String contentType, FormLimits limits) throws HttpError {
         if (!hasBoundary(contentType)) {
             throw new HttpError(400, "Cannot decode multipart/form-data body: the Content-Type has no boundary=... "
                     + "parameter (got " + LogText.quote(contentType) + ")");
@@ -80,10 +90,13 @@ final class InputParser {
         // decoded. Fed a heap copy of the body, whatever it loses is garbage-collected memory; built
         // on the head alone and fed the body afterwards, it can always be destroyed. Before, every
         // malformed body leaked pooled direct memory.
-        HttpRequest head = new DefaultHttpRequest(req.protocolVersion(), req.method(), req.uri(), req.headers());
+        // the URI plays no part in the body: a path Netty's decoder cannot read (invalid percent-encoded UTF-8)
+        // must not fail the request before the route answers (404 for an unknown model, as with other bodies)
+        HttpRequest head = new DefaultHttpRequest(req.protocolVersion(), req.method(), "/", req.headers());
         HttpPostRequestDecoder dec = null;
         try {
-            dec = new HttpPostRequestDecoder(new DefaultHttpDataFactory(false), head, StandardCharsets.UTF_8);
+            dec = new HttpPostRequestDecoder(new DefaultHttpDataFactory(false), head, StandardCharsets.UTF_8,
+                    limits.maxFields, MULTIPART_BUFFERED_BYTES);
             dec.offer(new DefaultLastHttpContent(Unpooled.wrappedBuffer(ByteBufUtil.getBytes(req.content()))));
             for (InterfaceHttpData d : dec.getBodyHttpDatas()) {
                 if (d instanceof FileUpload) {
@@ -95,9 +108,14 @@ final class InputParser {
                     parts.add(new Part(a.getName(), "", ByteBufUtil.getBytes(a.getByteBuf())));
                 }
             }
+        } catch (HttpPostRequestDecoder.TooManyFormFieldsException e) {
+            throw new HttpError(400, limits.tooManyFields("multipart/form-data", limits.maxFields + 1L).getMessage());
+        } catch (HttpPostRequestDecoder.TooLongFormFieldException e) {
+            throw new HttpError(400, "Cannot decode multipart/form-data body: a part's headers or name are longer than "
+                    + MULTIPART_BUFFERED_BYTES + " bytes (tserve's fixed limit); send shorter "
+                    + "part headers");
         } catch (RuntimeException | IOException e) {
-            throw new HttpError(400, "Cannot decode multipart/form-data body: "
-                    + (e instanceof HttpPostRequestDecoder.ErrorDataDecoderException ? e.getMessage() : e.toString()));
+            throw new HttpError(400, "Cannot decode multipart/form-data body: " + reason(e));
         } finally {
             if (dec != null) {
                 dec.destroy();
@@ -109,6 +127,15 @@ final class InputParser {
                     + "and each part needs a Content-Disposition: form-data; name=\"...\" header)");
         }
         return parts;
+    }
+
+    /** A decoding failure's message for the client: Netty's reason, never a Java class name. */
+    private static String reason(Throwable e) {
+        Throwable t = e;
+        while (t.getMessage() == null && t.getCause() != null) {
+            t = t.getCause();
+        }
+        return t.getMessage() == null ? "the body is malformed" : t.getMessage();
     }
 
     /** Whether a multipart Content-Type names a non-empty boundary. */
@@ -130,28 +157,60 @@ final class InputParser {
      * The fields of an {@code application/x-www-form-urlencoded} body, in order: {@code name=value}
      * pairs separated by {@code &}; a name without {@code =} has an empty value (Netty's decoder
      * dropped such a field at the end of the body, so {@code curl -d text} reached the handler as
-     * nothing at all).
+     * nothing at all). The fields are counted on the raw bytes before anything is decoded, so an
+     * over-long form costs one scan, not a string per field.
      */
-    static List<Part> formFields(String body) throws HttpError {
+    static List<Part> formFields(ByteBuf body, FormLimits limits) throws HttpError {
+        String kind = "application/x-www-form-urlencoded";
+        int separators = body.forEachByte(new ByteProcessor() {
+            int seen;
+
+            @Override
+            public boolean process(byte b) {
+                return b != '&' || ++seen < limits.maxFields;
+            }
+        });
+        if (separators >= 0) {   // the scan stopped at the max_form_fields-th '&'
+            throw limits.tooManyFields(kind, limits.maxFields + 1L);
+        }
+        String text = body.toString(StandardCharsets.UTF_8);
         List<Part> parts = new ArrayList<>();
-        for (String field : body.split("&")) {
+        long decoded = 0;
+        int from = 0;
+        while (from <= text.length()) {
+            int end = text.indexOf('&', from);
+            end = end < 0 ? text.length() : end;
+            String field = text.substring(from, end);
+            from = end + 1;
             if (field.isEmpty()) {
                 continue;
             }
             int eq = field.indexOf('=');
+            String rawName = eq < 0 ? field : field.substring(0, eq);
+            if (rawName.length() > limits.maxKeyLength * 3L) {   // %XX: three characters per byte at most
+                throw limits.keyTooLong(rawName.length());
+            }
             String name;
-            String value;
+            byte[] value;
             try {
-                name = QueryStringDecoder.decodeComponent(eq < 0 ? field : field.substring(0, eq), StandardCharsets.UTF_8);
-                value = eq < 0 ? "" : QueryStringDecoder.decodeComponent(field.substring(eq + 1), StandardCharsets.UTF_8);
+                name = QueryStringDecoder.decodeComponent(rawName, StandardCharsets.UTF_8);
+                value = (eq < 0 ? "" : QueryStringDecoder.decodeComponent(field.substring(eq + 1), StandardCharsets.UTF_8))
+                        .getBytes(StandardCharsets.UTF_8);
             } catch (IllegalArgumentException e) {
-                throw new HttpError(400, "Cannot decode application/x-www-form-urlencoded body: " + e.getMessage());
+                throw new HttpError(400, "Cannot decode " + kind + " body: " + e.getMessage());
             }
             if (name.isEmpty()) {
-                throw new HttpError(400, "Cannot decode application/x-www-form-urlencoded body: a field has no name ("
+                throw new HttpError(400, "Cannot decode " + kind + " body: a field has no name ("
                         + LogText.quote(field) + "); send name=value pairs, or the data with its own Content-Type");
             }
-            parts.add(new Part(name, "", value.getBytes(StandardCharsets.UTF_8)));
+            if (name.length() > limits.maxKeyLength) {
+                throw limits.keyTooLong(name.length());
+            }
+            decoded += name.length() + value.length;
+            if (decoded > limits.maxDecodedSize) {
+                throw limits.tooLarge(decoded);
+            }
+            parts.add(new Part(name, "", value));
         }
         return parts;
     }

@@ -24,6 +24,7 @@ final class KServeV2 {
         JsonArray ext = new JsonArray();
         ext.add("kserve");
         ext.add("kubeflow");
+        ext.add("binary_tensor_data");   // the kservev2 envelope reads and writes it (tritonclient's default)
         o.add("extensions", ext);
         c.ex.sendJson(200, o);
     }

@@ -5,15 +5,17 @@ import static io.netty.handler.codec.http.HttpMethod.GET;
 import static io.netty.handler.codec.http.HttpMethod.OPTIONS;
 import static io.netty.handler.codec.http.HttpMethod.POST;
 import static io.netty.handler.codec.http.HttpMethod.PUT;
+import static org.tserve.http.OpenApiBuilder.STATUS;
 import static org.tserve.http.Route.MODEL;
 import static org.tserve.http.Route.VERSION;
-import static org.tserve.http.OpenApiBuilder.STATUS;
 import static org.tserve.http.Route.management;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.tserve.config.ModelKey;
+import org.tserve.config.ModelKeys;
 
 /** The model management routes of {@link RouteTable}, answered by {@link ManagementApi}. */
 final class ManagementRoutes {
@@ -23,7 +25,10 @@ final class ManagementRoutes {
     private static final String INT = "{\"type\": \"integer\", \"format\": \"int32\", \"minimum\": 0}";
     private static final String BOOL = "boolean";
 
-    /** The register parameters: name, JSON schema, description (query string or JSON body, same keys). */
+    /**
+     * The register parameters that are not model settings: name, JSON schema, description (query string or
+     * JSON body, same keys). The model settings' parameters follow from {@code ModelKeys.apiKeys()}.
+     */
     private static final String[][] REGISTER = {
         {"url", "{\"type\": \"string\", \"minLength\": 1}", "Archive name in the model store, a path in it, or a URL "
             + "allowed by allowed_urls (required here or in the JSON body)."},
@@ -31,16 +36,7 @@ final class ManagementRoutes {
             "Name of the model (default: the archive's)."},
         {"handler", "{\"type\": \"string\"}", "Handler (default: the archive's)."},
         {"runtime", "{\"type\": \"string\", \"enum\": [\"python\", \"python3\", \"LSP\"]}", "Runtime of the workers."},
-        {"batch_size", "{\"type\": \"integer\", \"format\": \"int32\", \"minimum\": 1}", "Inference batch size."},
-        {"max_batch_delay", INT, "Maximum batching delay in ms."},
-        {"initial_workers", INT, "Number of initial workers (capped by max_workers_per_model and max_workers)."},
         {"synchronous", "{\"type\": \"boolean\"}", "Wait for the workers to load (default true)."},
-        {"response_timeout", INT, "Seconds a worker may take per batch."},
-        {"startup_timeout", INT, "Seconds a worker may take to load."},
-        {"preprocess_workers", INT, "CPU preprocess workers per worker (tserve)."},
-        {"postprocess_in_pool", "{\"type\": \"boolean\"}", "Run postprocess in the preprocess pool too (tserve)."},
-        {"dispatch_policy", "{\"type\": \"string\", \"enum\": [\"eager\", \"adaptive\", \"delay\"]}",
-            "How batches are formed (tserve)."},
     };
 
     /** The answers' named schemas, in the document's order. */
@@ -121,10 +117,15 @@ final class ManagementRoutes {
     }
 
     private static void register(OpenApiBuilder.Op op) {
+        List<String[]> params = new ArrayList<>(List.of(REGISTER));
+        for (ModelKey<?> k : ModelKeys.apiKeys()) {
+            params.add(new String[] {k.apiParam(), k.apiSchema(), k.doc + " (model-config.yaml: " + k.name + ")."});
+        }
         StringBuilder body = new StringBuilder("{\"type\": \"object\", \"properties\": {");
-        for (int i = 0; i < REGISTER.length; i++) {
-            op.querySchema(REGISTER[i][0], REGISTER[i][1], REGISTER[i][2]);
-            body.append(i > 0 ? ", " : "").append('"').append(REGISTER[i][0]).append("\": ").append(REGISTER[i][1]);
+        for (int i = 0; i < params.size(); i++) {
+            String[] p = params.get(i);
+            op.querySchema(p[0], p[1], p[2]);
+            body.append(i > 0 ? ", " : "").append('"').append(p[0]).append("\": ").append(p[1]);
         }
         op.body(false, "The parameters as a JSON object (instead of the query string).", "application/json",
                 body.append("}}").toString())

@@ -74,7 +74,7 @@ final class OpenAiApi {
             bodyModel = modelField(new String(body, StandardCharsets.UTF_8));
         } catch (IOException | IllegalStateException | NumberFormatException e) {
             throw new HttpError(400, "We could not parse the JSON body of your request: it must be one JSON object ("
-                    + e.getMessage() + ").");
+                    + parseProblem(e) + ").");
         } catch (ModelFieldException e) {
             ex.sendOpenAiError(new OpenAiError(400, e.getMessage(), "model", null));
             return;
@@ -112,13 +112,42 @@ final class OpenAiApi {
         HttpJobResponder responder = new HttpJobResponder(ex);
         ex.model = model;   // for the access log
         Job job = new Job(ex.requestId, model, version, headers, parts, responder);
-        org.tserve.metrics.InferenceRequests.submit(models, job);   // counted once the model is found, as predict
+        models.submit(job);
         responder.cancelOnClose(job);
     }
 
     private static String notFound(String model, String version, WlmException e) {
         return version == null ? "The model `" + model + "` does not exist or is not registered on this server."
                 : e.getMessage();
+    }
+
+    /**
+     * {@code GET /v1/models/{id}} on the inference port: OpenAI's model object ({@code models.retrieve})
+     * with KServe v1's readiness fields {@code name} and {@code ready} (KServe's SDK reads {@code ready}
+     * at the same path): 200 when a worker of the default version is READY, 503 when not, 404 (OpenAI's
+     * shape) when no model has the id.
+     */
+    void modelObject(Exchange ex, String id) throws HttpError {
+        ModelSummary m;
+        try {
+            m = models.summary(id, null);
+        } catch (WlmException e) {
+            throw new HttpError(e.getStatus(), notFound(id, null, e));
+        }
+        boolean ready = ModelReadiness.ready(models, id, null);
+        JsonObject o = modelJson(m);
+        o.addProperty("name", m.name());
+        o.addProperty("ready", ready);
+        ex.sendJson(ready ? 200 : 503, o);
+    }
+
+    private static JsonObject modelJson(ModelSummary m) {
+        JsonObject o = new JsonObject();
+        o.addProperty("id", m.name());
+        o.addProperty("object", "model");
+        o.addProperty("created", m.registeredAtMillis() / 1000);
+        o.addProperty("owned_by", "tserve");
+        return o;
     }
 
     /** OpenAI's model list: the default version of every model, or the one the path names. */
@@ -135,17 +164,29 @@ final class OpenAiApi {
         }
         JsonArray data = new JsonArray();
         for (ModelSummary m : list) {
-            JsonObject o = new JsonObject();
-            o.addProperty("id", m.name());
-            o.addProperty("object", "model");
-            o.addProperty("created", m.registeredAtMillis() / 1000);
-            o.addProperty("owned_by", "tserve");
-            data.add(o);
+            data.add(modelJson(m));
         }
         JsonObject o = new JsonObject();
         o.addProperty("object", "list");
         o.add("data", data);
         return o;
+    }
+
+    /**
+     * Where and what the JSON problem is, in the client's terms: Gson's messages name its own API
+     * ("Use JsonReader.setLenient") and a troubleshooting link, which mean nothing to the caller.
+     */
+    static String parseProblem(Exception e) {
+        String m = String.valueOf(e.getMessage());
+        java.util.regex.Matcher at = java.util.regex.Pattern.compile("line (\\d+) column (\\d+)").matcher(m);
+        if (m.contains("setLenient") || m.contains("Troubleshooting")) {
+            return at.find() ? "malformed JSON at line " + at.group(1) + " column " + at.group(2) : "malformed JSON";
+        }
+        if (e instanceof java.io.EOFException) {
+            return "the body ends before the JSON object does";
+        }
+        int newline = m.indexOf('\n');
+        return newline < 0 ? m : m.substring(0, newline);
     }
 
     private static HttpError methodNotAllowed(FullHttpRequest req, String allowed) {

@@ -15,6 +15,8 @@ final class OpenApiBuilder {
     static final String ERROR = "ErrorResponse";
     /** OpenAI's error body on the OpenAI-compatible routes. */
     static final String OPENAI_ERROR = "OpenAiError";
+    /** The Open Inference Protocol's error body, {@code {"error": "..."}} (the /v2 routes). */
+    static final String OIP_ERROR = "OipError";
     /** {@code {"status": "..."}} (TorchServe's StatusResponse). */
     static final String STATUS = "StatusResponse";
 
@@ -192,6 +194,14 @@ final class OpenApiBuilder {
         Op errors(int... codes) {
             for (int c : codes) {
                 json(c, meaning(c), ERROR);
+            }
+            return this;
+        }
+
+        /** The Open Inference Protocol's error body for each code; 413 comes before routing, TorchServe's. */
+        Op oipErrors(int... codes) {
+            for (int c : codes) {
+                json(c, meaning(c), c == 413 ? ERROR : OIP_ERROR);
             }
             return this;
         }

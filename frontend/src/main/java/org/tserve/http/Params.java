@@ -9,6 +9,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.tserve.config.Compatibility;
 
 /** Request parameters from the query string, or a JSON object body (management API). */
 final class Params {
@@ -67,8 +68,8 @@ final class Params {
         if (v.equalsIgnoreCase("true")) {
             return true;
         }
-        if (v.equalsIgnoreCase("false")) {
-            return false;
+        if (v.equalsIgnoreCase("false") || Compatibility.current().lenientBooleans()) {
+            return false;   // TorchServe: anything but true is false
         }
         throw new HttpError(400, "Parameter " + name + " must be true or false, got '" + v + "'");
     }

@@ -10,10 +10,13 @@ import io.netty.handler.codec.http.HttpUtil;
 import io.netty.handler.codec.http.QueryStringDecoder;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import org.apache.logging.log4j.Logger;
+import org.tserve.ResponseListeners;
 import org.tserve.ServerExtension;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.auth.TokenAuthorization.KeyType;
+import org.tserve.config.Compatibility;
 import org.tserve.config.ConfigManager;
 import org.tserve.util.LogText;
 import org.tserve.util.Logging;
@@ -21,6 +24,9 @@ import org.tserve.util.Logging;
 /** Routes one connector's requests: API description, token check, then its API; else 404. */
 final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     private static final Logger LOG = Logging.logger(RequestHandler.class);
+    /** The error type of a failed token check from a throttled address, and how long its answer waits. */
+    private static final String THROTTLED = "TooManyRequestsException";
+    static final long THROTTLED_DELAY_MS = 1000;
     private final ConnectorType type;
     private final ConfigManager cfg;
     private final TokenAuthorization tokens;
@@ -29,9 +35,12 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
     private final List<Route> managementRoutes;
     private final List<ServerExtension> extensions;
     private final ApiDescription description;
+    private final ResponseListeners responses;
 
-    RequestHandler(ConnectorType type, ConfigManager cfg, TokenAuthorization tokens, RouteTable.Apis apis, List<ServerExtension> extensions, ApiDescription description) {
+    RequestHandler(ConnectorType type, ConfigManager cfg, TokenAuthorization tokens, RouteTable.Apis apis, List<ServerExtension> extensions, ApiDescription description,
+            ResponseListeners responses) {
         this.description = description;
+        this.responses = responses;
         this.type = type;
         this.cfg = cfg;
         this.tokens = tokens;
@@ -74,7 +83,7 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             // Netty's decoder skips the rest of the connection's bytes: the answer closes it
             HttpUtil.setKeepAlive(req, false);
         }
-        Exchange ex = new Exchange(ctx, req, cfg);
+        Exchange ex = new Exchange(ctx, req, cfg, responses);
         try {
             if (!req.decoderResult().isSuccess()) {
                 throw HttpError.undecodable(req.decoderResult().cause());
@@ -87,7 +96,8 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                 return;
             }
             if (seg.length == 0) {
-                throw HttpError.methodNotAllowed();
+                aliveOrNot(ctx, req, ex);
+                return;
             }
             if (type == ConnectorType.METRICS) {
                 for (ServerExtension e : extensions) {
@@ -131,8 +141,21 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
                     return;
                 }
             }
+            if (type != ConnectorType.MANAGEMENT && seg[0].equals("v1") && !seg[seg.length - 1].contains(":")) {
+                // an unknown /v1/ path (not KServe v1's {m}:verb) is an OpenAI client's: OpenAI's answer to an unknown URL
+                ex.sendOpenAiError(new OpenAiError(404, "Invalid URL (" + req.method() + " " + q.path() + "): tserve's "
+                        + "OpenAI-compatible routes are /v1/completions, /v1/chat/completions, /v1/models and "
+                        + "/v1/models/{id}.", null, null));
+                return;
+            }
             throw HttpError.notFound();
         } catch (HttpError e) {
+            if (e.getStatus() == 429 && e.getType().equals(THROTTLED)) {
+                // a throttled failure costs its sender a second and a new connection: guessing stays slow
+                ex.closeAfterAnswer();
+                ctx.executor().schedule(() -> ex.sendError(e), THROTTLED_DELAY_MS, TimeUnit.MILLISECONDS);
+                return;
+            }
             ex.sendError(e);
         } catch (RuntimeException e) {
             LOG.error("request " + req.method() + " " + req.uri() + " failed", e);
@@ -142,6 +165,20 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             LOG.error("request " + req.method() + " " + req.uri() + " overflowed the stack");
             ex.sendError(500, "InternalServerException", "Internal error: the request is nested too deeply to process");
         }
+    }
+
+    /**
+     * {@code GET /} on an inference connector: KServe v1's liveness, {@code {"status": "alive"}}
+     * (the KServe SDK's is_server_live); other methods and connectors answer 405 as before.
+     */
+    private void aliveOrNot(ChannelHandlerContext ctx, FullHttpRequest req, Exchange ex) throws HttpError {
+        if (type == ConnectorType.MANAGEMENT || type == ConnectorType.METRICS || !req.method().equals(HttpMethod.GET)) {
+            throw HttpError.methodNotAllowed();
+        }
+        if (!cfg.getBool("health_check_no_auth")) {
+            authorize(ctx, req, KeyType.INFERENCE);
+        }
+        ex.sendStatus(200, "alive");
     }
 
     /** The route found answers without a token when health_check_no_auth=true (Kubernetes probes). */
@@ -155,10 +192,12 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             case ALLOWED:
                 return;
             case THROTTLED:
-                throw new HttpError(429, "TooManyRequestsException",
+                throw new HttpError(429, THROTTLED,
                         TokenAuthorization.throttledMessage(client, tokens.retryAfterSeconds(client)));
             default:
-                throw new HttpError(401, "InvalidKeyException", TokenAuthorization.failureMessage(key));
+                Compatibility policy = Compatibility.current();
+                throw new HttpError(policy.badKeyStatus(), "InvalidKeyException",
+                        policy.badKeyMessage(TokenAuthorization.failureMessage(key)));
         }
     }
 

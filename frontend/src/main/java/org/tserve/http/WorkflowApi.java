@@ -9,7 +9,6 @@ import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.atomic.AtomicReference;
 import org.tserve.config.ConfigManager;
-import org.tserve.metrics.InferenceRequests;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.StatusResult;
@@ -63,8 +62,8 @@ final class WorkflowApi {
         ex.ctx.channel().closeFuture().addListener(cancelOnClose);
         JobResponder client = new AnsweredHook(new HttpJobResponder(ex),
                 () -> ex.ctx.channel().closeFuture().removeListener(cancelOnClose));
-        run.set(WorkflowExecutor.run(wf, job -> InferenceRequests.submit(models, job), ex.requestId, headers,
-                InputParser.parts(req), client));
+        run.set(WorkflowExecutor.run(wf, models::submit, ex.requestId, headers,
+                ex.parts(req), client));
     }
 
     /** The {@code /workflows} route handlers ({@link WorkflowRoutes}). */

@@ -25,7 +25,13 @@ public final class MetricsExtension implements ServerExtension {
     @Override
     public void start(ServerContext ctx) {
         MetricsRegistry r = MetricsSetup.start(ctx.config());
+        ctx.responses().add(r::responseSent);
         ctx.modelManager().addListener(new WlmListener() {
+            @Override
+            public void onInferenceSubmitted(String model, String version) {
+                r.requestReceived(model, version);   // ts_inference_requests_total
+            }
+
             @Override
             public void onJobDone(String model, String version, int status, long queueNanos, long backendNanos) {
                 r.inferenceCompleted(model, version, (queueNanos + backendNanos) / 1000, queueNanos / 1000);

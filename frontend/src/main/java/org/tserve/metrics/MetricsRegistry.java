@@ -12,6 +12,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -92,7 +93,7 @@ public final class MetricsRegistry {
         if (mode == MetricsMode.PROMETHEUS) {
             for (MetricSpec s : config.modelMetrics().values()) {
                 if (!tsFamilies.containsKey(s.name)) {
-                    modelFamilies.put(s.name, new MetricFamily(s, withHostname(s.dimensions)));
+                    modelFamilies.put(s.name, new MetricFamily(s, withHostname(s)));
                 }
             }
         }
@@ -346,22 +347,28 @@ public final class MetricsRegistry {
             }
         }
         String requestId = r.has("requestId") && !r.get("requestId").isJsonNull() ? r.get("requestId").getAsString() : "";
+        MetricSpec declared = config.modelMetrics().get(name);
         if (mode != MetricsMode.PROMETHEUS) {
-            if (modelLog != null) {
-                modelLog.write(MetricLogLine.format(name, unit, value, dims, hostname, requestId, nowSeconds()));
+            // TorchServe's LogMetric: a declared metric is written with the yaml's unit (HandlerTime.ms) and
+            // dimension names in the yaml's order; an undeclared one only with model_metrics_auto_detect
+            if (declared == null && !autoDetect) {
+                warnUndeclared(name, worker, model);
+            } else if (modelLog != null) {
+                modelLog.write(declared == null
+                    ? MetricLogLine.format(name, unit, value, dims, hostname, requestId, nowSeconds())
+                    : MetricLogLine.format(name, declared.unit, value, inOrder(declared.dimensions, dims), hostname,
+                        requestId, nowSeconds()));
             }
             return;
         }
         MetricFamily fam = modelFamilies.get(name);
         if (fam == null) {
             if (tsFamilies.containsKey(name) || !autoDetect) {
-                warnOnce("undeclared:" + name, "Metric " + name + " from worker " + worker + " of model " + model
-                        + " is not declared in model_metrics of metrics.yaml; declare it there or set"
-                        + " model_metrics_auto_detect=true");
+                warnUndeclared(name, worker, model);
                 return;
             }
             MetricSpec spec = new MetricSpec(name, unit, type, new ArrayList<>(dims.keySet()));
-            fam = modelFamilies.computeIfAbsent(name, k -> new MetricFamily(spec, withHostname(spec.dimensions)));
+            fam = modelFamilies.computeIfAbsent(name, k -> new MetricFamily(spec, withHostname(spec)));
             detected.put(name, spec);
         }
         List<String> values = new ArrayList<>();
@@ -375,15 +382,43 @@ public final class MetricsRegistry {
         fam.record(values, value);
     }
 
-    private static List<String> withHostname(List<String> dims) {
-        for (String d : dims) {
-            if (d.equalsIgnoreCase("hostname")) {
-                return dims;
+    private void warnUndeclared(String name, String worker, String model) {
+        warnOnce("undeclared:" + name, "Metric " + name + " from worker " + worker + " of model " + model
+                + " is not declared in model_metrics of metrics.yaml; declare it there or set"
+                + " model_metrics_auto_detect=true");
+    }
+
+    /** The record's dimension values under the declared names, in the declared order (those it has). */
+    private static Map<String, String> inOrder(List<String> names, Map<String, String> dims) {
+        Map<String, String> out = new LinkedHashMap<>();
+        for (String n : names) {
+            String v = dims.get(n);
+            if (v != null) {
+                out.put(n, v);
             }
         }
-        List<String> out = new ArrayList<>(dims);
-        out.add("Hostname");
         return out;
+    }
+
+    /**
+     * The dimensions with the host's label added: TorchServe's {@code Hostname}, or {@code hostname} for a
+     * Prometheus-named metric (no capital letter in its name and dimensions, as {@code llm_*}), so that
+     * promtool's snake_case label rule holds for it.
+     */
+    private static List<String> withHostname(MetricSpec spec) {
+        for (String d : spec.dimensions) {
+            if (d.equalsIgnoreCase("hostname")) {
+                return spec.dimensions;
+            }
+        }
+        List<String> out = new ArrayList<>(spec.dimensions);
+        out.add(!spec.dimensions.isEmpty() && lowercase(spec.name) && spec.dimensions.stream().allMatch(MetricsRegistry::lowercase)
+                ? "hostname" : "Hostname");
+        return out;
+    }
+
+    private static boolean lowercase(String s) {
+        return s.equals(s.toLowerCase(Locale.ROOT));
     }
 
     private void warnOnce(String key, String message) {

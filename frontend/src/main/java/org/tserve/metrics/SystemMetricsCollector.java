@@ -16,7 +16,7 @@ import org.apache.logging.log4j.Logger;
 import org.tserve.util.Logging;
 
 /**
- * Host metrics every {@code metric_time_interval} seconds, read in Java: CPU from /proc/stat,
+ * Host metrics at startup and then every {@code metric_time_interval} seconds, read in Java: CPU from /proc/stat,
  * memory from /proc/meminfo, disk from the root file system, GPU memory and utilisation from
  * {@code nvidia-smi} when GPUs are configured ({@code number_of_gpu}) or, if that is unset, when
  * nvidia-smi is on the PATH. Values use TorchServe's names and units.
@@ -63,8 +63,10 @@ public final class SystemMetricsCollector {
             t.setDaemon(true);
             return t;
         });
-        lastCpu = readCpu();
-        timer.scheduleAtFixedRate(this::collectSafely, intervalSeconds, intervalSeconds, TimeUnit.SECONDS);
+        // a sample at once, then every interval (TorchServe's scheduleAtFixedRate(collector, 0, interval)):
+        // the first CPU value is the busy share since boot, the next ones since the previous sample
+        lastCpu = null;
+        timer.scheduleAtFixedRate(this::collectSafely, 0, intervalSeconds, TimeUnit.SECONDS);
     }
 
     public synchronized void stop() {

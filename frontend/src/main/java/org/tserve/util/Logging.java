@@ -1,6 +1,7 @@
 package org.tserve.util;
 
 import java.io.File;
+import java.util.regex.Pattern;
 import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.Logger;
 
@@ -45,12 +46,24 @@ public final class Logging {
         return LogManager.getLogger(name, OneLineMessage.FACTORY);
     }
 
-    /** {@code org.tserve.x.Y} → {@code org.pytorch.serve.x.Y}; other names unchanged. */
+    /**
+     * The sub-packages of {@code org.tserve.wlm} that sort its classes into rooms (supervision, batching, ...):
+     * TorchServe has one {@code org.pytorch.serve.wlm} package, and log configs and log readers name its
+     * classes there, so the room is left out of the logger name.
+     */
+    private static final Pattern WLM_ROOM =
+            Pattern.compile("^org\\.tserve\\.wlm\\.(?:supervision|batching|registry|sequences|multinode)\\.");
+
+    /**
+     * {@code org.tserve.x.Y} → {@code org.pytorch.serve.x.Y} ({@code org.tserve.wlm.supervision.WorkerThread} →
+     * {@code org.pytorch.serve.wlm.WorkerThread}); other names unchanged.
+     */
     public static String serverLoggerName(String className) {
-        if (className.equals(OWN_PACKAGE) || className.startsWith(OWN_PACKAGE + ".")) {
-            return SERVER + className.substring(OWN_PACKAGE.length());
+        String name = WLM_ROOM.matcher(className).replaceFirst("org.tserve.wlm.");
+        if (name.equals(OWN_PACKAGE) || name.startsWith(OWN_PACKAGE + ".")) {
+            return SERVER + name.substring(OWN_PACKAGE.length());
         }
-        return className;
+        return name;
     }
 
     /** The log directory: env LOG_LOCATION, else {@code logs} under the working directory (as the log4j2 configs say). */
@@ -59,9 +72,12 @@ public final class Logging {
         return new File(loc == null || loc.isEmpty() ? "logs" : loc).getAbsoluteFile();
     }
 
-    /** The metrics log directory: env METRICS_LOCATION (as TorchServe), else {@link #logDir()}. */
+    /**
+     * The metrics log directory: env METRICS_LOCATION, else {@code logs} under the working directory,
+     * whatever LOG_LOCATION says (TorchServe's {@code ${env:METRICS_LOCATION:-logs}}).
+     */
     public static File metricsDir() {
         String loc = System.getenv("METRICS_LOCATION");
-        return loc == null || loc.isEmpty() ? logDir() : new File(loc).getAbsoluteFile();
+        return new File(loc == null || loc.isEmpty() ? "logs" : loc).getAbsoluteFile();
     }
 }

@@ -109,11 +109,11 @@ public final class Job {
         return createdNanos;
     }
 
-    long getDispatchedNanos() {
+    public long getDispatchedNanos() {
         return dispatchedNanos;
     }
 
-    void markDispatched() {
+    public void markDispatched() {
         dispatchedNanos = System.nanoTime();
     }
 
@@ -122,11 +122,11 @@ public final class Job {
         return done.get();
     }
 
-    Request toRequest() {
+    public Request toRequest() {
         return new Request(id, headers, parts);
     }
 
-    void chunk(Response r) {
+    public void chunk(Response r) {
         if (!done.get() && !clientGone) {
             responder.onChunk(withAnswerHeaders(r));   // a stream's first chunk carries the headers
         }
@@ -152,11 +152,11 @@ public final class Job {
     }
 
     /** When the final answer was given (System.nanoTime), 0 before. */
-    long getDoneNanos() {
+    public long getDoneNanos() {
         return doneNanos;
     }
 
-    boolean result(Response r) {
+    public boolean result(Response r) {
         if (done.compareAndSet(false, true)) {
             doneNanos = System.nanoTime();
             resultHeaders = r.headers();
@@ -183,7 +183,7 @@ public final class Job {
      * The values of the final answer's headers named {@code name} (case-insensitive), each split
      * at {@code ;} (TorchServe's {@code ts_request_sequence_end: <id>[;<id>...]}); empty when none.
      */
-    List<String> resultHeaderValues(String name) {
+    public List<String> resultHeaderValues(String name) {
         List<String> out = new java.util.ArrayList<>();
         for (Header h : resultHeaders) {
             if (h.name().equalsIgnoreCase(name)) {
@@ -198,21 +198,21 @@ public final class Job {
     }
 
     /** Adds request headers the handler will see (before the job is dispatched). */
-    void addHeaders(List<Header> more) {
+    public void addHeaders(List<Header> more) {
         List<Header> all = new java.util.ArrayList<>(headers);
         all.addAll(more);
         headers = List.copyOf(all);
     }
 
     /** Adds a header to the successful answer (the client learns its sequence id). */
-    void addAnswerHeader(Header h) {
+    public void addAnswerHeader(Header h) {
         List<Header> all = new java.util.ArrayList<>(answerHeaders);
         all.add(h);
         answerHeaders = List.copyOf(all);
     }
 
     /** Runs once the job has been answered, whichever way (a sequence's next request may go). */
-    void onDone(Runnable r) {
+    public void onDone(Runnable r) {
         onDone = r;
     }
 
@@ -228,7 +228,7 @@ public final class Job {
      * the worker). Set once the job is where {@code canceller} frees it: a cancel that came while
      * it moved there runs the new canceller now (a CANCEL then follows its INFERENCE on the wire).
      */
-    void onCancel(Runnable canceller) {
+    public void onCancel(Runnable canceller) {
         boolean runNow;
         synchronized (this) {
             this.canceller = canceller;
@@ -245,7 +245,7 @@ public final class Job {
      * worker's answer — so a stateful sequence's next request never runs beside this one in the
      * worker (a preprocess pool holds several batches).
      */
-    synchronized void heldByWorker() {
+    public synchronized void heldByWorker() {
         canceller = null;
         heldByWorker = true;
     }
@@ -288,7 +288,7 @@ public final class Job {
     }
 
     /** Fails the job unless it was already answered; returns whether this call answered it. */
-    boolean fail(int status, String message) {
+    public boolean fail(int status, String message) {
         if (done.compareAndSet(false, true)) {
             doneNanos = System.nanoTime();
             if (!clientGone) {

@@ -10,6 +10,15 @@ import org.tserve.config.ModelSettings;
 import org.tserve.config.ModelSnapshot;
 import org.tserve.dist.DeviceAllocator;
 import org.tserve.dist.PortBlockAllocator;
+import org.tserve.wlm.WorkerState;
+import org.tserve.wlm.multinode.MemberJobs;
+import org.tserve.wlm.registry.Model;
+import org.tserve.wlm.registry.ModelDescriber;
+import org.tserve.wlm.registry.ModelRegistrar;
+import org.tserve.wlm.registry.ModelRegistry;
+import org.tserve.wlm.supervision.WorkerEnvironment;
+import org.tserve.wlm.supervision.WorkerScaler;
+import org.tserve.wlm.supervision.WorkerThread;
 
 /**
  * The models of a server: register, scale, unregister, describe, list, set-default and job
@@ -160,6 +169,10 @@ public final class ModelManager {
     /**
      * Queues a job for its model version.
      *
+     * An inference job of a model version that exists is reported to the listeners
+     * ({@link WlmListener#onInferenceSubmitted}) whether it was queued or refused (503); a name or
+     * version no model has (404) is not, so clients cannot grow the metrics with names of their choosing.
+     *
      * @throws WlmException 404 unknown model or version, 503 no worker or queue full
      */
     public void submit(Job job) throws WlmException {
@@ -167,10 +180,21 @@ public final class ModelManager {
             throw new WlmException(503, "Server is shutting down");
         }
         Model m = find(job.getModelName(), job.getVersion());
-        m.enqueue(job, job.getKind() == Job.Kind.DESCRIBE ? "describe" : "inference");
+        boolean inference = job.getKind() == Job.Kind.INFERENCE;
+        try {
+            m.enqueue(job, inference ? "inference" : "describe");
+        } catch (WlmException e) {
+            if (inference && e.getStatus() != 400) {   // a refused request counts, a malformed one does not
+                listeners.inferenceSubmitted(job.getModelName(), job.getVersion());
+            }
+            throw e;
+        }
+        if (inference) {
+            listeners.inferenceSubmitted(job.getModelName(), job.getVersion());
+        }
     }
 
-    Model find(String name, String version) throws WlmException {
+    public Model find(String name, String version) throws WlmException {
         return registry.find(name, version);
     }
 
@@ -244,35 +268,35 @@ public final class ModelManager {
     // ---- for worker threads (WorkerThread calls these by name) ----
 
     /** Called by a worker thread when it has stopped for good. */
-    void workerStopped(Model model, WorkerThread w) {
+    public void workerStopped(Model model, WorkerThread w) {
         scaler.workerStopped(model, w);
     }
 
-    WorkerEnvironment workerEnvironment() {
+    public WorkerEnvironment workerEnvironment() {
         return env;
     }
 
-    ScheduledExecutorService scheduler() {
+    public ScheduledExecutorService scheduler() {
         return scheduler;
     }
 
-    long maxResponseSize() {
+    public long maxResponseSize() {
         return cfg.getInt("max_response_size");
     }
 
-    void jobDone(Model m, int status, long queueNanos, long backendNanos) {
-        listeners.jobDone(m, status, queueNanos, backendNanos);
+    public void jobDone(Model m, Job j, int status, long queueNanos, long backendNanos) {
+        listeners.jobDone(m, j.getVersion(), status, queueNanos, backendNanos);
     }
 
-    void workerThreadTime(Model m, String workerName, long nanos) {
+    public void workerThreadTime(Model m, String workerName, long nanos) {
         listeners.workerThreadTime(m, workerName, nanos);
     }
 
-    void workerLoaded(Model m, String workerName, long millis) {
+    public void workerLoaded(Model m, String workerName, long millis) {
         listeners.workerLoaded(m, workerName, millis);
     }
 
-    void handlerMetrics(Model m, String workerId, String json) {
+    public void handlerMetrics(Model m, String workerId, String json) {
         listeners.handlerMetrics(m, workerId, json);
     }
 }

@@ -10,17 +10,16 @@ public final class RegisterRequest {
     public String modelName;
     public String handler;
     public String runtime;
-    public Integer batchSize;
-    public Integer maxBatchDelay;
+    /**
+     * Model settings given with the registration, by model-config.yaml key ({@code batchSize} → 8), as
+     * raw layer values that {@code ModelKeys} reads and checks like model-config.yaml's; the management
+     * API fills it from {@code ModelKeys.apiKeys()}. The top layer of the settings.
+     */
+    public final java.util.Map<String, Object> settings = new java.util.LinkedHashMap<>();
+    /** {@code initial_workers}: minWorkers, and maxWorkers at least as many. */
     public Integer initialWorkers;
     /** Only from a model_snapshot (the management API sets it with a scale call). */
     public Integer maxWorkers;
-    public Integer responseTimeout;
-    public Integer startupTimeout;
-    public Integer preprocessWorkers;
-    public Boolean postprocessInPool;
-    /** {@code eager}, {@code adaptive} or {@code delay} (see docs/batching.md). */
-    public String dispatchPolicy;
     /** Wait for the workers to load before answering (TorchServe's REST default: true). */
     public boolean synchronous = true;
     /** Set for models loaded at server startup (describe's loadedAtStartup). */
@@ -33,5 +32,13 @@ public final class RegisterRequest {
 
     public RegisterRequest(String url) {
         this.url = url;
+    }
+
+    /** Gives model setting {@code key} (a model-config.yaml name) unless {@code value} is null (not given). */
+    public RegisterRequest setting(String key, Object value) {
+        if (value != null) {
+            settings.put(key, value);
+        }
+        return this;
     }
 }

@@ -3,8 +3,17 @@ package org.tserve.wlm;
 /** Observes the workload manager (metrics). Called on worker threads: return quickly. */
 public interface WlmListener {
     /**
+     * An inference job for a model version that exists was queued, or refused with 503 (queue full, no
+     * worker); {@code version} is the one the request named (null for the default version).
+     */
+    default void onInferenceSubmitted(String model, String version) {
+    }
+
+    /**
      * A job got its final answer from a backend.
      *
+     * @param version the version the request named, null when it named none (TorchServe labels
+     *     its latencies with that: {@code model_version="default"}, as the request counter)
      * @param queueNanos time from submit until its batch was written to the worker
      * @param backendNanos time from then until the final answer
      */

@@ -5,11 +5,11 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import org.apache.logging.log4j.Logger;
 import org.tserve.util.Logging;
+import org.tserve.wlm.registry.Model;
 
 /** Tells every registered {@link WlmListener} what the workers did. */
 final class WlmListeners {
-    // logs as ModelManager did before the split: same log lines, same --log-config level
-    private static final Logger LOG = Logging.logger(ModelManager.class);
+    private static final Logger LOG = Logging.logger(WlmListeners.class);
 
     private final List<WlmListener> listeners = new CopyOnWriteArrayList<>();
 
@@ -17,8 +17,13 @@ final class WlmListeners {
         listeners.add(l);
     }
 
-    void jobDone(Model m, int status, long queueNanos, long backendNanos) {
-        each(l -> l.onJobDone(m.name, m.version, status, queueNanos, backendNanos));
+    void inferenceSubmitted(String model, String version) {
+        each(l -> l.onInferenceSubmitted(model, version));
+    }
+
+    /** {@code requestedVersion}: the version the request named, null for the default (as the request counter). */
+    void jobDone(Model m, String requestedVersion, int status, long queueNanos, long backendNanos) {
+        each(l -> l.onJobDone(m.name, requestedVersion, status, queueNanos, backendNanos));
     }
 
     void workerThreadTime(Model m, String workerName, long nanos) {

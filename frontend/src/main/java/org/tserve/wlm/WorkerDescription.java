@@ -1,6 +1,8 @@
 package org.tserve.wlm;
 
 import java.util.List;
+import org.tserve.wlm.WorkerState;
+import org.tserve.wlm.supervision.StartupTimeline;
 
 /**
  * One worker as the describe API shows it; {@code ranks} is empty for a plain worker. {@code pong}

@@ -1,5 +1,6 @@
 package org.tserve.wlm;
 
+
 /** Lifecycle of one backend worker. */
 public enum WorkerState {
     /** Process launched, connecting or loading the model. */

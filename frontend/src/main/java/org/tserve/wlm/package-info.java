@@ -16,5 +16,11 @@
  *       ({@code onResult} or {@code onError}), preceded by zero or more {@code onChunk} calls for
  *       streaming handlers. Responder methods run on worker threads: do not block in them.</li>
  * </ul>
+ *
+ * <p>Inside, the rooms: {@code supervision} (worker threads and processes, scaling, restarts), {@code batching}
+ * (batches to and responses from a worker), {@code registry} (models and versions), {@code sequences} (stateful
+ * sequences), {@code multinode} (leader and member nodes), {@code protocol} (the frame codec) and
+ * {@code workflow}. Only this package's classes are the API; the rooms are public to each other, not to
+ * {@code http} or {@code grpc}.
  */
 package org.tserve.wlm;

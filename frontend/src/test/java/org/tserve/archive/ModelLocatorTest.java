@@ -93,6 +93,26 @@ public class ModelLocatorTest {
     }
 
     @Test
+    public void httpUrlsAreCheckedAsTheRemoteServerReadsThem() throws Exception {
+        // issue 27: "/ok/%2e%2e/bad/x.mar" passed an "/ok/.*" rule; a normalising server serves /bad/x.mar
+        String host = "http://127.0.0.1:" + allowedHost.getAddress().getPort();
+        ModelLocator l = locator("http://127\\.0\\.0\\.1:" + allowedHost.getAddress().getPort() + "/ok/.*");
+        for (String path : List.of("/ok/%2e%2e/bad/x.mar", "/ok/%2E%2e/bad/x.mar", "/ok/.%2e/bad/x.mar",
+                "/ok/%2e/x.mar", "/ok/a/%2E%2E/%2e%2e/bad/x.mar")) {
+            assertRefused(l, host + path, 400, "dot segment");
+        }
+        assertRefused(l, host + "/ok/..%2fbad/x.mar", 404, "Relative path");   // a literal ".." stays TorchServe's 404
+        assertRefused(l, host + "/ok/a%2f..%2fbad/x.mar", 404, "Relative path");
+        assertRefused(l, host + "/ok/a%2Fb/x.mar", 400, "encoded '/'");
+        assertRefused(l, host + "/ok/a%5cb/x.mar", 400, "encoded '/'");
+        // "/%6fk/" is "/ok/" to the remote server but not to the rule as written: refused either way
+        assertRefused(l, host + "/%6fk/x.mar", 404, "does not match any allowed URL");
+        assertEquals("http://h:1/ok/a b/x.mar?q=%2e",
+                ModelLocator.normalisedHttpUrl("http://h:1/ok/a%20b/x.mar?q=%2e", "u"));
+        assertFalse(Files.exists(store.resolve("x.mar")));
+    }
+
+    @Test
     public void encodedDotSegmentsInFileUrlsAreRefused() throws Exception {
         ModelLocator l = locator("file://" + store + "/.*");
         String storeUrl = store.toUri().toString();   // file:///.../store/
@@ -117,5 +137,13 @@ public class ModelLocatorTest {
         // a pattern that allows the path does
         ModelLocator open = locator("file://" + outside + "/.*");
         assertEquals(outside.resolve("secret.mar"), open.locate(outside.resolve("secret.mar").toString()).path);
+    }
+
+    @Test
+    public void aStorePathWithDotDotIsTheOperatorsAndWorks() throws Exception {
+        String viaDotDot = outside.resolve("..").resolve("store").toString();   // .../outside/../store
+        ModelLocator l = new ModelLocator(viaDotDot, List.of(), 1 << 20);
+        assertEquals(store.resolve("here.mar"), l.locate("here.mar").path);
+        assertRefused(l, "../outside/secret.mar", 404, "Relative path is not allowed");
     }
 }

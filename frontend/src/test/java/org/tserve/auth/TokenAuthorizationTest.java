@@ -52,15 +52,19 @@ public class TokenAuthorizationTest {
         for (int i = 0; i < FailureThrottle.LIMIT; i++) {
             assertEquals(Verdict.DENIED, a.verify(KeyType.INFERENCE, "Bearer wrong" + i, "10.0.0.1"));
         }
-        // the address is refused now, even with the right key (no oracle for guessing on)
-        assertEquals(Verdict.THROTTLED, a.verify(KeyType.INFERENCE, good, "10.0.0.1"));
+        // further failures are throttled, but the right key from the same address still passes
+        // (issue 27: one keyless client behind a shared gateway locked everyone out)
+        assertEquals(Verdict.THROTTLED, a.verify(KeyType.INFERENCE, "Bearer wrong", "10.0.0.1"));
+        assertEquals(Verdict.THROTTLED, a.verify(KeyType.INFERENCE, null, "10.0.0.1"));
+        assertEquals(Verdict.ALLOWED, a.verify(KeyType.INFERENCE, good, "10.0.0.1"));
+        assertEquals(Verdict.THROTTLED, a.verify(KeyType.MANAGEMENT, good, "10.0.0.1"));
         assertEquals(60, a.retryAfterSeconds("10.0.0.1"));
         assertTrue(TokenAuthorization.throttledMessage("10.0.0.1", 60).contains("10.0.0.1"));
         // another address is not affected
         assertEquals(Verdict.ALLOWED, a.verify(KeyType.INFERENCE, good, "10.0.0.2"));
-        // after the window the address may try again
+        // after the window a failure is a plain DENIED again
         now.addAndGet(FailureThrottle.WINDOW_MILLIS);
-        assertEquals(Verdict.ALLOWED, a.verify(KeyType.INFERENCE, good, "10.0.0.1"));
+        assertEquals(Verdict.DENIED, a.verify(KeyType.INFERENCE, "Bearer wrong", "10.0.0.1"));
     }
 
     @Test

@@ -16,7 +16,7 @@ import org.junit.Rule;
 import org.junit.Test;
 import org.junit.rules.TemporaryFolder;
 import org.tserve.wlm.RegisterRequest;
-import org.tserve.wlm.SettingsResolver;
+import org.tserve.wlm.registry.SettingsResolver;
 
 public class ConfigPriorityTest {
     @Rule
@@ -52,6 +52,17 @@ public class ConfigPriorityTest {
     }
 
     @Test
+    public void aValueCarryingAnInlineCommentIsWarnedAboutByKeyWithoutTheValue() throws Exception {
+        ConfigManager c = load("cluster_key=s3cret   # optional: shared secret\ncluster_address=10.0.0.1\n"
+                + "# a comment line\nallowed_urls=file://.*#frag\n");
+        List<String> w = c.getWarnings().stream().filter(x -> x.contains("inline comment")).toList();
+        assertEquals(w.toString(), 1, w.size());
+        assertTrue(w.get(0), w.get(0).contains("'cluster_key'") && w.get(0).contains("(# optional: shared secret)"));
+        assertTrue(w.get(0), !w.get(0).contains("s3cret"));
+        assertEquals("s3cret   # optional: shared secret", c.get("cluster_key"));   // what .properties gives
+    }
+
+    @Test
     public void layersApplyInOrderPropertiesYamlApi() throws Exception {
         ConfigManager c = load("default_response_timeout=50\ndefault_startup_timeout=60\njob_queue_size=7\n"
                 + "models={\"m\": {\"1.0\": {\"batchSize\": 2, \"maxBatchDelay\": 11, \"responseTimeout\": 51, \"minWorkers\": 3, \"maxWorkers\": 3}}}\n");
@@ -81,8 +92,8 @@ public class ConfigPriorityTest {
         assertEquals(9, s.jobQueueSize);
         // API beats yaml (unlike TorchServe, where yaml timeouts win over API parameters)
         RegisterRequest r = new RegisterRequest("m.mar");
-        r.batchSize = 8;
-        r.responseTimeout = 53;
+        r.setting("batchSize", 8);
+        r.setting("responseTimeout", 53);
         r.initialWorkers = 1;
         s = SettingsResolver.resolve(c, "m", "1.0", yaml, r, 1, warnings);
         assertEquals(8, s.batchSize);

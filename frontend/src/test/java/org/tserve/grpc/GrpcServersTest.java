@@ -10,13 +10,13 @@ import com.google.gson.JsonParser;
 import com.google.protobuf.ByteString;
 import com.google.protobuf.Empty;
 import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import io.grpc.health.v1.HealthCheckRequest;
 import io.grpc.health.v1.HealthCheckResponse;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
 import io.grpc.health.v1.HealthGrpc;
-import io.grpc.Metadata;
-import io.grpc.Status;
-import io.grpc.StatusRuntimeException;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.MetadataUtils;
 import java.io.File;
@@ -40,11 +40,13 @@ import org.pytorch.serve.grpc.management.RegisterModelRequest;
 import org.pytorch.serve.grpc.management.ScaleWorkerRequest;
 import org.pytorch.serve.grpc.management.UnregisterModelRequest;
 import org.pytorch.serve.grpc.openinference.GRPCInferenceServiceGrpc;
+import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerLiveRequest;
+import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerLiveResponse;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.Arguments;
 import org.tserve.config.ConfigManager;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.WorkerEnvironment;
+import org.tserve.wlm.supervision.WorkerEnvironment;
 
 /** Both gRPC servers on free ports over a model manager without models (no Python workers needed). */
 public class GrpcServersTest {
@@ -75,7 +77,7 @@ public class GrpcServersTest {
         models.setLoadingStartupModels(loadingStartupModels);
         TokenAuthorization auth = new TokenAuthorization(tokenAuth, tmp.getRoot().toPath().resolve("key_file.json"), 60);
         auth.init();
-        servers = GrpcServers.start(cfg, models, auth);
+        servers = GrpcServers.start(cfg, models, auth, new org.tserve.ResponseListeners());
         inferenceChannel = NettyChannelBuilder.forAddress("127.0.0.1", servers.inferencePort()).usePlaintext().build();
         managementChannel = NettyChannelBuilder.forAddress("127.0.0.1", servers.managementPort()).usePlaintext().build();
     }
@@ -215,11 +217,21 @@ public class GrpcServersTest {
         for (ManagedChannel ch : new ManagedChannel[] {inferenceChannel, managementChannel}) {
             awaitHealth(ch, "", ServingStatus.SERVING);
             for (String s : new String[] {InferenceAPIsServiceGrpc.SERVICE_NAME, ManagementAPIsServiceGrpc.SERVICE_NAME,
-                    GRPCInferenceServiceGrpc.SERVICE_NAME}) {
+                    GRPCInferenceServiceGrpc.SERVICE_NAME, ServiceAlias.OIP_STANDARD_NAME}) {
                 assertEquals(s, ServingStatus.SERVING, health(ch, s));
             }
             assertCode(Status.Code.NOT_FOUND, "", () -> health(ch, "nosuch"));
         }
+    }
+
+    @Test
+    public void openInferenceAnswersUnderKServesServiceNameToo() throws IOException {
+        start(false, false);
+        io.grpc.MethodDescriptor<ServerLiveRequest, ServerLiveResponse> live = GRPCInferenceServiceGrpc.getServerLiveMethod()
+            .toBuilder().setFullMethodName(io.grpc.MethodDescriptor.generateFullMethodName(ServiceAlias.OIP_STANDARD_NAME,
+                "ServerLive")).build();
+        assertTrue(io.grpc.stub.ClientCalls.blockingUnaryCall(inferenceChannel, live, io.grpc.CallOptions.DEFAULT
+            .withDeadlineAfter(20, TimeUnit.SECONDS), ServerLiveRequest.getDefaultInstance()).getLive());
     }
 
     @Test

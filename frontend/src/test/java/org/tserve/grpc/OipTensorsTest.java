@@ -36,7 +36,55 @@ public class OipTensorsTest {
         JsonObject o = OipTensors.toJson(req);
         assertEquals("{\"id\":\"1\",\"model_name\":\"m\",\"parameters\":{\"p\":3},\"inputs\":["
             + "{\"name\":\"a\",\"shape\":[2],\"datatype\":\"INT64\",\"data\":[5,-1]},"
-            + "{\"name\":\"b\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"aGk=\"]}]}", o.toString());
+            + "{\"name\":\"b\",\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"hi\"]}]}", o.toString());
+    }
+
+    @Test
+    public void bytesElementsAreTextUnlessOneIsNotUtf8() {
+        byte[] notText = {(byte) 0xff, 'a'};
+        ByteBuffer raw = ByteBuffer.allocate(4 + 2 + 4 + 2).order(ByteOrder.LITTLE_ENDIAN);
+        raw.putInt(2).put(new byte[] {'o', 'k'}).putInt(2).put(notText);
+        ModelInferRequest req = ModelInferRequest.newBuilder().setModelName("m").addInputs(tensor("b", "BYTES", 2))
+            .addRawInputContents(ByteString.copyFrom(raw.array())).build();
+        JsonObject in = OipTensors.toJson(req).getAsJsonArray("inputs").get(0).getAsJsonObject();
+        assertEquals("[\"b2s=\",\"/2E=\"]", in.get("data").toString());
+        assertEquals("{\"" + OipTensors.BASE64_PARAMETER + "\":true}", in.get("parameters").toString());
+    }
+
+    @Test
+    public void rawInputsGetRawOutputs() {
+        ModelInferRequest req = ModelInferRequest.newBuilder().setModelName("m").addInputs(tensor("x", "FP32", 1))
+            .addRawInputContents(ByteString.copyFrom(new byte[4])).build();
+        ModelInferResponse r = OipTensors.fromJson("{\"outputs\":["
+            + "{\"name\":\"f\",\"datatype\":\"FP32\",\"shape\":[2],\"data\":[1.5,-2]},"
+            + "{\"name\":\"i\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[3000000000]},"
+            + "{\"name\":\"h\",\"datatype\":\"FP16\",\"shape\":[3],\"data\":[1.0,-2.0,65504]},"
+            + "{\"name\":\"u\",\"datatype\":\"UINT8\",\"shape\":[1],\"data\":[255]},"
+            + "{\"name\":\"b\",\"datatype\":\"BOOL\",\"shape\":[1],\"data\":[true]},"
+            + "{\"name\":\"s\",\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[\"cat\"]}]}", req);
+        assertEquals(6, r.getRawOutputContentsCount());
+        ByteBuffer f = r.getRawOutputContents(0).asReadOnlyByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
+        assertEquals(1.5f, f.getFloat(), 0);
+        assertEquals(-2f, f.getFloat(), 0);
+        assertEquals(3000000000L, r.getRawOutputContents(1).asReadOnlyByteBuffer().order(ByteOrder.LITTLE_ENDIAN).getLong());
+        ByteBuffer h = r.getRawOutputContents(2).asReadOnlyByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
+        assertEquals(1.0f, OipTensors.halfToFloat(h.getShort()), 0);
+        assertEquals(-2.0f, OipTensors.halfToFloat(h.getShort()), 0);
+        assertEquals(65504f, OipTensors.halfToFloat(h.getShort()), 0);
+        assertEquals((byte) 255, r.getRawOutputContents(3).byteAt(0));
+        assertEquals(1, r.getRawOutputContents(4).byteAt(0));
+        assertEquals(ByteString.copyFrom(new byte[] {3, 0, 0, 0, 'c', 'a', 't'}), r.getRawOutputContents(5));
+        assertTrue(r.getOutputs(0).getContents().getFp32ContentsList().isEmpty());
+    }
+
+    @Test
+    public void floatToHalfRoundsAndSaturates() {
+        for (float v : new float[] {0f, 1f, -2f, 0.5f, 65504f, 6.1035156e-5f, 5.9604645e-8f}) {
+            assertEquals(v, OipTensors.halfToFloat(RawOutputs.floatToHalf(v)), 0);
+        }
+        assertTrue(Float.isInfinite(OipTensors.halfToFloat(RawOutputs.floatToHalf(1e6f))));
+        assertTrue(Float.isNaN(OipTensors.halfToFloat(RawOutputs.floatToHalf(Float.NaN))));
+        assertEquals(0f, OipTensors.halfToFloat(RawOutputs.floatToHalf(1e-10f)), 0);
     }
 
     @Test

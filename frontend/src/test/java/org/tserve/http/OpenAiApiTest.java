@@ -73,6 +73,22 @@ public class OpenAiApiTest {
     }
 
     @Test
+    public void parseProblemsNameTheSpotNotGsonsApi() {
+        for (String body : new String[] {"not json", "{\"model\": x", "{'a' 1}"}) {
+            try {
+                OpenAiApi.modelField(body);
+                fail("parsed " + body);
+            } catch (Exception e) {
+                String p = OpenAiApi.parseProblem(e);
+                assertTrue(p, p.startsWith("malformed JSON") || p.startsWith("the body ends") || p.startsWith("found"));
+                assertTrue(p, !p.contains("setLenient") && !p.contains("http") && !p.contains("\n"));
+            }
+        }
+        assertEquals("the body ends before the JSON object does", OpenAiApi.parseProblem(new java.io.EOFException("x")));
+        assertEquals("found number", OpenAiApi.parseProblem(new IllegalStateException("found number\nmore")));
+    }
+
+    @Test
     public void errorsHaveOpenAisShapeTypeAndCode() {
         JsonObject e = JsonParser.parseString(OpenAiError.of(404, "no such model").compactJson()).getAsJsonObject()
                 .getAsJsonObject("error");

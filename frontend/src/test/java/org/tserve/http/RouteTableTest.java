@@ -56,6 +56,23 @@ public class RouteTableTest {
         }
     }
 
+    /** A model setting declared with {@code api(...)} in ModelKeys is a register parameter without any other line. */
+    @Test
+    public void theRegisterParametersAreTheDeclaredModelKeys() {
+        JsonObject op = new ApiDescription(false, false).management().getAsJsonObject("paths")
+                .getAsJsonObject("/models").getAsJsonObject("post");
+        Set<String> params = new TreeSet<>();
+        op.getAsJsonArray("parameters").forEach(p -> params.add(p.getAsJsonObject().get("name").getAsString()));
+        Set<String> body = op.getAsJsonObject("requestBody").getAsJsonObject("content").getAsJsonObject("application/json")
+                .getAsJsonObject("schema").getAsJsonObject("properties").keySet();
+        assertFalse(org.tserve.config.ModelKeys.apiKeys().isEmpty());
+        for (org.tserve.config.ModelKey<?> k : org.tserve.config.ModelKeys.apiKeys()) {
+            assertTrue(k.apiParam(), params.contains(k.apiParam()));
+            assertTrue(k.apiParam(), body.contains(k.apiParam()));
+        }
+        assertTrue(params.containsAll(Set.of("url", "model_name", "handler", "runtime", "synchronous")));
+    }
+
     @Test
     public void everyRouteIsReachedByItsOwnPathAndMethod() {
         for (Route.Api api : Route.Api.values()) {

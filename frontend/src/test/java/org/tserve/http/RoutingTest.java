@@ -23,7 +23,7 @@ import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.Arguments;
 import org.tserve.config.ConfigManager;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.WorkerEnvironment;
+import org.tserve.wlm.supervision.WorkerEnvironment;
 
 /** Routing, error shapes and token checks of the REST connectors (no model needed). */
 public class RoutingTest {
@@ -53,7 +53,7 @@ public class RoutingTest {
         WorkerEnvironment env = new WorkerEnvironment("python3", tmp.getRoot().toPath(), tmp.getRoot().getPath(), null,
                 true, false, "", true, "");
         models = new ModelManager(cfg, env, tmp.getRoot().toPath());
-        server = new HttpServer(cfg, tokens, models, List.of());
+        server = new HttpServer(new org.tserve.ServerContext(cfg, models, tokens), List.of());
         server.start();
     }
 
@@ -98,8 +98,8 @@ public class RoutingTest {
         assertError(call("POST", inf, "/predictions/nope", "x"), 404, "ModelNotFoundException", "Model not found: nope");
         assertError(call("POST", inf, "/nothing/here", "x"), 404, "ResourceNotFoundException", "not found");
         assertError(call("GET", mgmt, "/models/nope", null), 404, "ModelNotFoundException", "nope");
-        assertError(call("DELETE", mgmt, "/models/nope", null), 405, "MethodNotAllowedException", "enable_model_api");
-        assertError(call("POST", mgmt, "/models?url=x.mar", null), 405, "MethodNotAllowedException", "enable_model_api");
+        assertError(call("DELETE", mgmt, "/models/nope", null), 405, "MethodNotAllowedException", "Requested method is not allowed, please refer to API document.");  // TorchServe's body
+        assertError(call("POST", mgmt, "/models?url=x.mar", null), 405, "MethodNotAllowedException", "Requested method is not allowed, please refer to API document.");
         assertError(call("PUT", mgmt, "/models/nope?min_worker=x", null), 400, "BadRequestException", "min_worker");
         assertError(call("PUT", mgmt, "/models/nope?min_worker=2&max_worker=1", null), 400, "BadRequestException", "max_worker");
         // a model called "tokenizer" is a model, not the token API
@@ -112,7 +112,9 @@ public class RoutingTest {
     /** Each operation the management document names is routed (never the generic 404); other methods are 405. */
     @Test
     public void everyDocumentedManagementOperationIsRouted() throws Exception {
-        start("", false);   // model API off: no call below changes anything
+        // model API on (off, register and unregister answer TorchServe's generic 405 body): no
+        // model exists and no call below names an archive, so none changes anything
+        start("enable_model_api=true\n", false);
         JsonObject paths = json(call("OPTIONS", mgmt, "/", null)).getAsJsonObject("paths");
         for (String path : paths.keySet()) {
             String concrete = path.replaceAll("\\{[^}]+}", "nope");
@@ -220,10 +222,11 @@ public class RoutingTest {
             assertEquals(r.body(), 401, r.statusCode());
             assertTrue(r.body(), json(r).has("error"));
         }
-        // other /v2 routes keep TorchServe's error shape
+        // every /v2 route answers the protocol's {"error": "..."} (tritonclient and KServe's client read it)
         HttpResponse<String> r = call("GET", inf, "/v2/models/nope", null, "Authorization", key);
         assertEquals(r.body(), 404, r.statusCode());
-        assertTrue(r.body(), json(r).has("message"));
+        assertEquals(r.body(), java.util.Set.of("error"), json(r).keySet());
+        assertTrue(r.body(), json(r).get("error").getAsString().contains("nope"));
     }
 
     @Test
@@ -267,7 +270,8 @@ public class RoutingTest {
         // the other routes keep TorchServe's shape; the management port has no OpenAI routes
         assertError(call("POST", inf, "/v1/models/nope:predict", "x"), 404, "ModelNotFoundException", "nope");
         assertError(call("POST", inf, "/predictions/nope/v1", "{}"), 404, "ModelNotFoundException", "nope");
-        assertError(call("POST", inf, "/v1/other", "{}"), 404, "ResourceNotFoundException", "not found");
+        assertOpenAiError(call("POST", inf, "/v1/other", "{}"), 404, "invalid_request_error", null, null,
+                "Invalid URL (POST /v1/other)");
         assertError(call("POST", mgmt, "/v1/completions", "{\"model\": \"m\"}"), 404, "ResourceNotFoundException",
                 "not found");
     }

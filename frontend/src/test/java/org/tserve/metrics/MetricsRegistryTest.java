@@ -82,6 +82,16 @@ public class MetricsRegistryTest {
         assertTrue(r.scrape(null).contains("HandlerTime{ModelName=\"mnist\",Level=\"Model\",Hostname=\"h\",} 12.5\n"));
     }
 
+    /** A Prometheus-named metric (llm_*) gets the snake_case {@code hostname} label promtool wants. */
+    @Test
+    public void prometheusNamedHandlerMetricGetsALowercaseHostnameLabel() throws IOException {
+        MetricsRegistry r = registry(MetricsMode.PROMETHEUS, false);
+        r.backendMetrics("tiny", "W-9000-tiny_1.0", "[{\"name\":\"llm_num_requests_running\",\"unit\":\"Count\","
+            + "\"value\":3,\"type\":\"gauge\",\"dimensions\":{\"model_name\":\"tiny\"},\"requestId\":\"a1\"}]");
+        String t = r.scrape(null);
+        assertTrue(t, t.contains("llm_num_requests_running{model_name=\"tiny\",hostname=\"h\",} 3.0\n"));
+    }
+
     @Test
     public void undeclaredHandlerMetricNeedsAutoDetect() throws IOException {
         String frame = "[{\"name\":\"Hits\",\"unit\":\"Count\",\"value\":2,\"type\":\"counter\","
@@ -139,8 +149,24 @@ public class MetricsRegistryTest {
             ".* - GPUUtilization\\.Percent:42\\.0\\|#Level:Host,DeviceId:0\\|#hostname:h,timestamp:\\d+"));
         List<String> model = lines("model_metrics.log");
         assertEquals(1, model.size());
+        // the yaml's unit, as TorchServe's LogMetric writes it: the worker's "Milliseconds" is not the line's
         assertTrue(model.get(0), model.get(0).matches(
-            ".* - HandlerTime\\.Milliseconds:3\\.5\\|#ModelName:m,Level:Model\\|#hostname:h,requestID:a1,b2,timestamp:\\d+"));
+            ".* - HandlerTime\\.ms:3\\.5\\|#ModelName:m,Level:Model\\|#hostname:h,requestID:a1,b2,timestamp:\\d+"));
+    }
+
+    @Test
+    public void logModeWritesDeclaredHandlerMetricsInTheYamlsOrderAndDropsUndeclaredOnes() throws IOException {
+        String frame = "[{\"name\":\"PredictionTime\",\"unit\":\"Milliseconds\",\"value\":2,\"type\":\"gauge\","
+            + "\"dimensions\":{\"Level\":\"Model\",\"ModelName\":\"m\"},\"requestId\":\"r\"},"
+            + "{\"name\":\"HandlerMethodTime\",\"unit\":\"Milliseconds\",\"value\":1,\"type\":\"gauge\","
+            + "\"dimensions\":{\"ModelName\":\"m\"},\"requestId\":\"r\"}]";
+        registry(MetricsMode.LOG, false).backendMetrics("m", "w", frame);
+        List<String> model = lines("model_metrics.log");
+        assertEquals(model.toString(), 1, model.size());   // HandlerMethodTime is not declared: not written (TorchServe)
+        assertTrue(model.get(0), body(model.get(0)).startsWith("PredictionTime.ms:2.0|#ModelName:m,Level:Model|#hostname:h,"));
+        registry(MetricsMode.LOG, true).backendMetrics("m", "w", frame);   // auto-detect: the worker's own unit
+        assertTrue(lines("model_metrics.log").toString(),
+            body(lines("model_metrics.log").get(2)).startsWith("HandlerMethodTime.Milliseconds:1.0|#ModelName:m|#hostname:h,requestID:r,"));
     }
 
     /** Drops {@code <time> - } and checks that the time is TorchServe's layout. */

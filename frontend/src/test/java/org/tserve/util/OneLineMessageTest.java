@@ -31,6 +31,9 @@ public class OneLineMessageTest {
     @Test
     public void tserveClassesLogUnderTorchServesPackage() {
         assertEquals("org.pytorch.serve.wlm.WorkerThread", Logging.serverLoggerName("org.tserve.wlm.WorkerThread"));
+        assertEquals("org.pytorch.serve.wlm.WorkerThread",
+                Logging.serverLoggerName("org.tserve.wlm.supervision.WorkerThread"));
+        assertEquals("org.pytorch.serve.wlm.protocol.Codec", Logging.serverLoggerName("org.tserve.wlm.protocol.Codec"));
         assertEquals("org.pytorch.serve", Logging.serverLoggerName("org.tserve"));
         assertEquals("org.tservex.A", Logging.serverLoggerName("org.tservex.A"));
         assertEquals("io.grpc.Server", Logging.serverLoggerName("io.grpc.Server"));

@@ -18,6 +18,8 @@ import org.junit.Test;
 import org.junit.rules.TemporaryFolder;
 import org.tserve.config.Arguments;
 import org.tserve.config.ConfigManager;
+import org.tserve.wlm.supervision.ProcessTree;
+import org.tserve.wlm.supervision.WorkerEnvironment;
 
 /**
  * The server's DeviceAllocator behind register and scale: a {@code custom} worker with

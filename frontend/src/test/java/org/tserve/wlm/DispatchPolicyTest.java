@@ -20,7 +20,9 @@ import org.tserve.config.Arguments;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
+import org.tserve.wlm.batching.BatchAggregator;
 import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.registry.SettingsResolver;
 
 /**
  * Batch formation of the two dispatch policies, on a fake clock: a timed wait on the queue
@@ -312,7 +314,7 @@ public class DispatchPolicyTest {
         File props = tmp.newFile("config.properties");
         ConfigManager cfg = new ConfigManager(Arguments.parse(new String[] {"-f", props.getPath()}), Map.of());
         RegisterRequest r = new RegisterRequest("m.mar");
-        r.dispatchPolicy = "delay";
+        r.setting("dispatchPolicy", "delay");
         ModelSettings s = SettingsResolver.resolve(cfg, "m", "1.0", Map.of("dispatchPolicy", "eager"), r, 1,
                 new ArrayList<>());
         assertEquals("delay", s.dispatchPolicy);

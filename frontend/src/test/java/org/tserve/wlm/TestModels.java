@@ -8,27 +8,29 @@ import org.tserve.archive.ModelArchive;
 import org.tserve.config.Arguments;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
+import org.tserve.wlm.registry.Model;
+import org.tserve.wlm.supervision.WorkerEnvironment;
 
 /** Configurations, archives and model versions for tests that start no worker process. */
-final class TestModels {
+public final class TestModels {
     private TestModels() {
     }
 
     /** A server configuration from {@code properties} (config.properties lines), written under {@code dir}. */
-    static ConfigManager config(Path dir, String properties) throws Exception {
+    public static ConfigManager config(Path dir, String properties) throws Exception {
         Path props = dir.resolve("config.properties");
         Files.write(props, ("model_store=" + dir + "\n" + properties).getBytes(StandardCharsets.UTF_8));
         return new ConfigManager(Arguments.parse(new String[] {"-f", props.toString()}), new HashMap<>());
     }
 
     /** A manager whose workers are never started: only their callbacks and scheduler are used. */
-    static ModelManager manager(Path dir, ConfigManager cfg) {
+    public static ModelManager manager(Path dir, ConfigManager cfg) {
         WorkerEnvironment env = new WorkerEnvironment("/bin/false", dir, dir.toString(), null, true, false, "", true, "");
         return new ModelManager(cfg, env, dir);
     }
 
     /** An archive directory {@code dir/<folder>} with {@code manifest} as MAR-INF/MANIFEST.json, opened as {@code url}. */
-    static ModelArchive archive(Path dir, String folder, String manifest, String url) throws Exception {
+    public static ModelArchive archive(Path dir, String folder, String manifest, String url) throws Exception {
         Path model = dir.resolve(folder);
         Files.createDirectories(model.resolve("MAR-INF"));
         Files.write(model.resolve("MAR-INF/MANIFEST.json"), manifest.getBytes(StandardCharsets.UTF_8));
@@ -36,15 +38,15 @@ final class TestModels {
     }
 
     /** A version without archive (enough for the registry and the scaler). */
-    static Model model(String name, String version, ModelSettings s) {
+    public static Model model(String name, String version, ModelSettings s) {
         return model(name, version, s, null);
     }
 
-    static Model model(String name, String version, ModelSettings s, ModelArchive archive) {
+    public static Model model(String name, String version, ModelSettings s, ModelArchive archive) {
         return new Model(name, version, "h.py", "python", archive, s, false);
     }
 
-    static Model model(String name, String version) {
+    public static Model model(String name, String version) {
         return model(name, version, new ModelSettings());
     }
 }

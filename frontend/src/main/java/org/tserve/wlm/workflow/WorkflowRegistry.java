@@ -17,11 +17,11 @@ import org.tserve.archive.ArchiveException;
 import org.tserve.archive.ModelLocator;
 import org.tserve.archive.WorkflowArchive;
 import org.tserve.config.ConfigManager;
+import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.RegisterRequest;
 import org.tserve.wlm.StatusResult;
 import org.tserve.wlm.WlmException;
-import org.tserve.util.Logging;
 
 /**
  * The registered workflows. Registering opens the .war from the workflow store, validates its
@@ -151,11 +151,9 @@ public final class WorkflowRegistry {
             String module = handlerName(archive).replaceAll("\\.py$", "");
             r.handler = module + ":" + node.name();
         }
-        r.batchSize = node.batchSize();
-        r.maxBatchDelay = node.maxBatchDelay();
+        r.setting("batchSize", node.batchSize()).setting("maxBatchDelay", node.maxBatchDelay())
+                .setting("responseTimeout", responseTimeout).setting("startupTimeout", startupTimeout);
         r.initialWorkers = node.minWorkers();
-        r.responseTimeout = responseTimeout;
-        r.startupTimeout = startupTimeout;
         r.synchronous = true;
         return r;
     }

@@ -1,0 +1,76 @@
+package org.tserve.config;
+
+/**
+ * The {@code compatibility} key, read once: which way each deliberate difference from TorchServe
+ * 0.12 answers (docs/compatibility.md, "The compatibility switch"). Without it tserve's own
+ * behaviour; with {@code compatibility=torchserve-0.12} TorchServe's status codes and messages, so
+ * a fleet migrates first and improves second. The error paths ask {@link #current()}.
+ */
+public enum Compatibility {
+    /** tserve's behaviour (the default, {@code compatibility} unset or {@code tserve}). */
+    TSERVE,
+    /** {@code compatibility=torchserve-0.12}: TorchServe 0.12's answers where tserve differs on purpose. */
+    TORCHSERVE_0_12;
+
+    /** The config value of {@link #TORCHSERVE_0_12}. */
+    public static final String TORCHSERVE_0_12_VALUE = "torchserve-0.12";
+
+    private static volatile Compatibility current = TSERVE;
+
+    /** The running server's policy. */
+    public static Compatibility current() {
+        return current;
+    }
+
+    /** Set once by ConfigManager when the configuration is loaded (tests set it too). */
+    public static void install(Compatibility policy) {
+        current = policy;
+    }
+
+    /** The policy a config value names; anything else is a ConfigException naming the key. */
+    public static Compatibility parse(String value) {
+        String v = value == null ? "" : value.trim();
+        if (v.isEmpty() || v.equalsIgnoreCase("tserve")) {
+            return TSERVE;
+        }
+        if (v.equalsIgnoreCase(TORCHSERVE_0_12_VALUE)) {
+            return TORCHSERVE_0_12;
+        }
+        throw new ConfigException("Invalid value '" + value + "' for configuration key 'compatibility': expected "
+                + TORCHSERVE_0_12_VALUE + " or tserve");
+    }
+
+    private boolean torchServe() {
+        return this == TORCHSERVE_0_12;
+    }
+
+    /** A missing or wrong token: TorchServe answers 400, tserve 401. */
+    public int badKeyStatus() {
+        return torchServe() ? 400 : 401;
+    }
+
+    /** TorchServe's token failure text, or tserve's (which names the key the API needs). */
+    public String badKeyMessage(String tserveMessage) {
+        return torchServe() ? "Token Authorization failed. Token either incorrect, expired, or not provided correctly"
+                : tserveMessage;
+    }
+
+    /** A request past its responseTimeout: TorchServe answers 500 "Worker died.", tserve 504. */
+    public int responseTimeoutStatus() {
+        return torchServe() ? 500 : 504;
+    }
+
+    public String responseTimeoutMessage(String tserveMessage) {
+        return torchServe() ? "Worker died." : tserveMessage;
+    }
+
+    /** Registering a URL whose file is already in the model store: TorchServe 500, tserve 409. */
+    public int archiveExistsStatus() {
+        return torchServe() ? 500 : 409;
+    }
+
+    /** TorchServe reads any boolean other than {@code true} (any case) as false; tserve refuses it. */
+    public boolean lenientBooleans() {
+        return torchServe();
+    }
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs TorchServe 0.12's own integration tests (test/pytest of pytorch/serve at tag v0.12.0,
+# unmodified) against this tree's tserve, offline, with and without compatibility=torchserve-0.12.
+#
+#   test/compat/run_torchserve_tests.sh SERVE_GIT_DIR [TEST_FILE...]
+#
+# SERVE_GIT_DIR: a git directory of pytorch/serve holding the v0.12.0 tag. The snapshot's
+# model-archiver/model_archiver is replaced by this tree's (TorchServe's conftest loads
+# model_packaging.py by path); `ts` is this tree's, plus two TorchServe test utilities it does not
+# ship (ts/launcher.py, ts/torch_handler/unit_tests/) taken from the snapshot. The tests use the
+# fixed ports 8080/8081/8082: nothing else may listen there. Not part of `make test` (minutes).
+set -euo pipefail
+SERVE_GIT=${1:?usage: $0 SERVE_GIT_DIR [TEST_FILE...]}; shift
+TSERVE=$(cd "$(dirname "$0")/../.." && pwd)
+FILES=("$@")
+# Default selection: every test file of v0.12.0's test/pytest that builds its models with the
+# `model_archiver` fixture from the snapshot's own files (nothing downloaded, no prebuilt .mar),
+# less those its conftest already ignores and test_ipex_serving (needs Intel's extension)
+[ ${#FILES[@]} -gt 0 ] || FILES=(test_async_worker_comm.py test_auto_recover.py test_continuous_batching.py
+    test_device_config.py test_example_micro_batching.py test_handler_traceback_logging.py
+    test_mnist_template.py test_model_config.py test_parallelism.py
+    test_send_intermediate_prediction_response.py test_startup_timeout.py test_url_path.py)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ts-compat.XXXXXX")
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$WORK"' EXIT   # KEEP=1 keeps it to rerun one test by hand
+# the snapshot's Git LFS objects (weights, prebuilt .mar files) are not in it: left out
+PATHS=(test/pytest test/resources test/postman ts_scripts examples ts/launcher.py ts/torch_handler/unit_tests
+    model-archiver)
+EXCLUDES=()
+for f in $(git -C "$SERVE_GIT" ls-tree -r v0.12.0 "${PATHS[@]}" | awk '{print $3 " " $4}' \
+        | while read -r obj path; do git -C "$SERVE_GIT" cat-file -e "$obj" 2>/dev/null || echo "$path"; done); do
+    EXCLUDES+=(":(exclude)$f")
+done
+git -C "$SERVE_GIT" archive v0.12.0 "${PATHS[@]}" "${EXCLUDES[@]}" | tar -x -C "$WORK"
+PY_BIN=${PYTHON:-python}
+# MNIST's weights, built locally (random, seeded): the tests that check predicted digits fail on them
+(cd "$WORK/examples/image_classifier/mnist" && "$PY_BIN" -c '
+import torch
+from mnist import Net
+torch.manual_seed(0)
+torch.save(Net().state_dict(), "mnist_cnn.pt")')
+rm -rf "$WORK/model-archiver/model_archiver"
+ln -s "$TSERVE/model-archiver/model_archiver" "$WORK/model-archiver/model_archiver"
+mkdir -p "$WORK/overlay/ts/torch_handler"
+mv "$WORK/ts/launcher.py" "$WORK/overlay/ts/"
+mv "$WORK/ts/torch_handler/unit_tests" "$WORK/overlay/ts/torch_handler/"
+# TorchServe's test_utils imports orjson (loads/dumps only): the standard json stands in
+cat > "$WORK/overlay/orjson.py" <<'PY'
+import json
+loads = json.loads
+def dumps(obj, *args, **kwargs):
+    return json.dumps(obj).encode()
+PY
+# the two utilities join tserve's packages; nothing else of TorchServe's `ts` is importable
+cat > "$WORK/overlay/sitecustomize.py" <<PY
+import ts, ts.torch_handler
+ts.__path__.append("$WORK/overlay/ts")
+ts.torch_handler.__path__.append("$WORK/overlay/ts/torch_handler")
+PY
+# the tests run `torchserve` and `torch-model-archiver`: the console scripts beside that python
+PATH="$(dirname "$(command -v "$PY_BIN")"):$PATH"
+export PATH
+# One pytest per file under a time limit: some of these tests read the server's output line by
+# line with no deadline (pytest-timeout is not installed here) and wait for ever on a line tserve
+# does not write; a file past the limit counts as failed and its server is stopped.
+PER_FILE_S=${PER_FILE_S:-300}
+run() {   # $1: label
+    echo "== $1"
+    local passed=0 failed=0 file out
+    for file in "${FILES[@]}"; do
+        out=$(cd "$WORK/test/pytest" && PYTHONPATH="$WORK/overlay:$TSERVE:$TSERVE/model-archiver:$WORK" \
+            HF_HUB_OFFLINE=1 timeout -k 10 "$PER_FILE_S" "$PY_BIN" -m pytest -q -p no:cacheprovider -rfE "$file" 2>&1) \
+            || true
+        local summary
+        summary=$(printf '%s\n' "$out" | grep -E "^[0-9]+ (passed|failed|skipped|error)|^no tests ran" | tail -1 || true)
+        [ -n "$summary" ] || { summary="timed out after ${PER_FILE_S} s"; (cd "$WORK/test/pytest" && torchserve --stop >/dev/null 2>&1 || true); }
+        printf '%-48s %s\n' "$file" "$summary"
+        printf '%s\n' "$out" | grep -E "^(FAILED|ERROR) " | sed 's/^/    /' || true
+        passed=$((passed + $(printf '%s' "$summary" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+" || echo 0)))
+        failed=$((failed + $(printf '%s' "$summary" | grep -oE "[0-9]+ (failed|error)" | grep -oE "[0-9]+" | paste -sd+ | bc || echo 0)))
+    done
+    echo "total: $passed passed, $failed failed or errors (files timed out not counted in either)"
+}
+[ -n "${ONLY_SWITCH:-}" ] || run "tserve (no switch)"   # ONLY_SWITCH=1: the second run alone
+# The switch for every server the tests start: ./config.properties of their working directory
+# (read without --ts-config), and a `torchserve` in front of the real one that hands the frontend a
+# copy of a test's own --ts-config with the one line added.
+printf 'compatibility=torchserve-0.12\n' > "$WORK/test/pytest/config.properties"
+mkdir -p "$WORK/switch/bin" "$WORK/switch/configs"
+cat > "$WORK/switch/bin/torchserve" <<PY
+#!$(command -v "$PY_BIN")
+import os, sys, tempfile
+args = sys.argv[1:]
+if "--ts-config" in args:
+    i = args.index("--ts-config") + 1
+    fd, copy = tempfile.mkstemp(suffix=".properties", dir="$WORK/switch/configs")
+    with os.fdopen(fd, "w") as out, open(args[i]) as src:
+        out.write(src.read() + "\ncompatibility=torchserve-0.12\n")
+    args[i] = copy
+real = "$(command -v torchserve)"
+os.execv(real, [real, *args])
+PY
+chmod +x "$WORK/switch/bin/torchserve"
+PATH="$WORK/switch/bin:$PATH" run "tserve with compatibility=torchserve-0.12"

@@ -1,0 +1,54 @@
+"""The paged KV cache on two tensor-parallel torchrun ranks (gloo on CPU): rank 0 schedules the
+blocks (admission, preemption, prefix hits) and rank 1 replays the same steps, so both ranks' block
+tables stay equal and each holds its shard of the heads in every block. The tokens equal greedy
+``generate`` of the unsplit model with a pool too small for all the requests at once (sequences
+are preempted and recomputed) and with a prompt whose prefix is already cached."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+from llm_support import generate, greedy_texts, llm_server
+
+pytestmark = pytest.mark.slow
+
+PREFIX = "the quick brown fox jumps over the lazy dog and then the model server answered every request"
+PROMPTS = ["Once upon a time", "a", "serving large models is", PREFIX]
+NEW_TOKENS = 10
+TP_YAML = """\
+minWorkers: 1
+maxWorkers: 1
+batchSize: 4
+maxBatchDelay: 5
+responseTimeout: 120
+continuousBatching: true
+parallelType: tp
+parallelLevel: 2
+torchrun:
+  nproc-per-node: 2
+handler:
+  dtype: float32
+  paged_kv_cache: true
+  kv_cache_blocks: 12
+  block_size: 4
+"""
+
+
+def test_paged_cache_on_two_tp_ranks_gives_greedy_tokens(tmp_path) -> None:
+    expected = greedy_texts(PROMPTS + [PREFIX + " twice"], NEW_TOKENS)
+    with llm_server(tmp_path, "tiny_tp_paged", TP_YAML) as server:
+        # the four prompts in one completions request enter the engine in one step, so they are in
+        # the pool together whatever the machine's speed (separate requests may not overlap)
+        r = requests.post(f"{server.inference_url}/predictions/tiny_tp_paged/v1/completions", timeout=120,
+                          json={"prompt": PROMPTS, "max_tokens": NEW_TOKENS, "temperature": 0})
+        assert r.status_code == 200, r.text
+        choices = sorted(r.json()["choices"], key=lambda c: c["index"])
+        results = {prompt: c["text"] for prompt, c in zip(PROMPTS, choices, strict=True)}
+        r = generate(server, "tiny_tp_paged", PREFIX + " twice", NEW_TOKENS)  # the prefix's blocks are cached
+        assert r.status_code == 200, r.text
+        results[PREFIX + " twice"] = r.json()["text"]
+        assert results == expected
+        log = "".join(p.read_text(errors="replace") for p in server.workdir.rglob("*.log"))
+        assert "preempted (recompute)" in log  # 12 blocks of 4 could not hold all four at once
+        d = requests.get(f"{server.management_url}/models/tiny_tp_paged", timeout=30).json()[0]
+        assert len(d["workers"][0]["ranks"]) == 2

@@ -1,0 +1,238 @@
+"""The paged KV cache (ts/llm/paged): the block pool and prefix index alone, then the paged
+engine's greedy tokens against Hugging Face's ``generate`` (mixed lengths, a pool so small that
+sequences are preempted and recomputed, prompts sharing a 200-token prefix), with the allocator's
+invariants checked after every step: no block is lost, and a block is shared between live
+sequences only when it is a cached prefix. The tiny Llama of benchmarks/tiny_llm.py, no downloads.
+"""
+
+from __future__ import annotations
+
+import pytest
+from llm_support import (  # noqa: F401 - fixtures
+    model_dir_fixture,
+    model_fixture,
+    one_thread_fixture,
+    reference,
+    tok_fixture,
+    tokens,
+)
+
+from ts.llm.engine import LLMRequestError, SamplingParams
+from ts.llm.llm_metrics import LLMMetrics
+from ts.llm.paged.engine import PagedEngine
+from ts.llm.paged.pool import BlockPool, BlockTable
+
+PROMPTS = [
+    "Hello",
+    "The quick brown fox jumps over the lazy dog and then",
+    "a",
+    "Once upon a time there was a little robot who loved to count stars",
+    "count: one, two",
+    "Streaming sends every token to the client as soon as it is produced. The cache keeps",
+]
+
+
+# ---------------------------------------------------------------------- the pool alone
+def test_pool_prefix_hits_share_only_hashed_blocks():
+    pool = BlockPool(8, 4)
+    a = BlockTable()
+    tokens = list(range(10))  # two full blocks and a partial one
+    assert pool.match_prefix(tokens, a) == 0
+    a.blocks.extend(pool.allocate() for _ in range(3))
+    pool.seal_full_blocks(tokens, 10, a)
+    assert len(a.hashes) == 2
+    b = BlockTable()
+    assert pool.match_prefix(tokens[:9] + [99], b) == 8  # both full blocks found
+    assert b.blocks == a.blocks[:2]
+    pool.check([a, b])
+    with pytest.raises(AssertionError, match="not a cached prefix"):
+        pool.share(a.blocks[2])  # the partial block is private
+    assert pool.stats.hit == 8 and pool.stats.queried == 20
+
+
+def test_pool_check_catches_a_private_block_in_two_tables():
+    pool = BlockPool(4, 4)
+    a, b = BlockTable([pool.allocate()]), BlockTable()
+    b.blocks.append(a.blocks[0])
+    pool.refs[a.blocks[0]] += 1  # as a buggy allocator would
+    with pytest.raises(AssertionError, match="not a cached prefix"):
+        pool.check([a, b])
+
+
+def test_pool_lru_eviction_and_switch_off():
+    pool = BlockPool(2, 2)
+    first, second = BlockTable(), BlockTable()
+    for table, toks in ((first, [1, 2, 3]), (second, [5, 6, 7])):
+        pool.match_prefix(toks, table)
+        table.blocks.append(pool.allocate())
+        pool.seal_full_blocks(toks, 2, table)
+        pool.release(table)
+    assert pool.available == 2
+    pool.allocate()  # evicts the least recently used: [1, 2]
+    again = BlockTable()
+    assert pool.match_prefix([1, 2, 3], again) == 0
+    assert pool.match_prefix([5, 6, 7], again) == 2
+    with pytest.raises(MemoryError):
+        pool.allocate()
+    off = BlockPool(2, 2, prefix_caching=False)
+    t = BlockTable([off.allocate()])
+    off.seal_full_blocks([1, 2, 3], 2, t)
+    off.release(t)
+    assert off.match_prefix([1, 2, 3], BlockTable()) == 0 and off.available == 2
+
+
+# ---------------------------------------------------------------------- the engine
+def drive(engine, arrivals):
+    """Step until idle (arrivals[step] added before that step), checking the pool every step."""
+    updates: dict[str, list] = {}
+    step = 0
+    while any(k >= step for k in arrivals) or engine.has_work():
+        for seq_id, ids, n in arrivals.get(step, []):
+            engine.add(seq_id, ids, SamplingParams(max_new_tokens=n, ignore_eos=True))
+            updates[seq_id] = []
+        for u in engine.step():
+            updates[u.seq_id].append(u)
+        engine.pool.check(engine.live_tables())
+        step += 1
+        assert step < 3000
+    assert engine.pool.available == engine.pool.num_blocks  # every block back (some still cached)
+    return updates
+
+
+def test_paged_greedy_equals_generate_mixed_lengths(model, tok):
+    ids = [tok(p)["input_ids"] for p in PROMPTS]
+    lengths = [5, 20, 8, 3, 16, 12]
+    engine = PagedEngine(model, tok, block_size=4, max_batch_size=3, max_tokens_per_step=24)
+    got = drive(engine, {2 * i: [(f"s{i}", x, n)] for i, (x, n) in enumerate(zip(ids, lengths, strict=True))})
+    for i, (x, n) in enumerate(zip(ids, lengths, strict=True)):
+        assert tokens(got[f"s{i}"]) == reference(model, x, n), f"prompt {i}"
+        assert got[f"s{i}"][-1].finish_reason == "length"
+    assert engine.preemptions == 0
+
+
+def test_paged_preemption_by_recompute_keeps_greedy_tokens(model, tok):
+    ids = [tok(p)["input_ids"] for p in PROMPTS]
+    # the longest (26 + 24 tokens) needs 13 blocks of 4 alone: the others are preempted around it
+    engine = PagedEngine(model, tok, num_blocks=14, block_size=4, max_batch_size=4, max_tokens_per_step=64)
+    got = drive(engine, {0: [(f"s{i}", x, 24) for i, x in enumerate(ids)]})
+    assert engine.preemptions > 0  # the pool forced some sequences out and back
+    for i, x in enumerate(ids):
+        assert tokens(got[f"s{i}"]) == reference(model, x, 24), f"prompt {i}"
+
+
+def test_paged_prefix_hits_reuse_a_200_token_prefix(model, tok):
+    prefix = tok(" ".join(PROMPTS * 4))["input_ids"][:200]
+    questions = [prefix + tok(q, add_special_tokens=False)["input_ids"] for q in ("count: one", "Hello world")]
+    engine = PagedEngine(model, tok, block_size=16, max_batch_size=4, max_tokens_per_step=512)
+    got = drive(engine, {0: [("a", questions[0], 8)], 3: [("b", questions[1], 8)]})
+    for seq_id, x in zip("ab", questions, strict=True):
+        assert tokens(got[seq_id]) == reference(model, x, 8)
+    assert engine.prefix_stats.hit == 192  # b found the prefix's 12 full blocks
+    together = PagedEngine(model, tok, block_size=16, max_batch_size=4, max_tokens_per_step=512)
+    got = drive(together, {0: [("a", questions[0], 8), ("b", questions[1], 8)]})
+    assert together.prefix_stats.hit == 192  # b waited one step for a's prefix instead of computing it again
+    assert tokens(got["b"]) == reference(model, questions[1], 8)
+    off = PagedEngine(model, tok, block_size=16, prefix_caching=False)
+    got = drive(off, {0: [("a", questions[0], 8)], 3: [("b", questions[1], 8)]})
+    assert off.prefix_stats.hit == 0 and tokens(got["b"]) == reference(model, questions[1], 8)
+
+
+def test_paged_cancel_frees_blocks_and_sole_sequence_ends_by_length(model, tok):
+    ids = tok(PROMPTS[1])["input_ids"]
+    engine = PagedEngine(model, tok, num_blocks=6, block_size=4, max_batch_size=2)
+    engine.add("x", ids, SamplingParams(max_new_tokens=40, ignore_eos=True))
+    engine.add("y", ids, SamplingParams(max_new_tokens=40, ignore_eos=True))
+    engine.step()
+    assert engine.cancel("y") and not engine.cancel("nope")
+    engine.pool.check(engine.live_tables())
+    ups = []
+    while engine.has_work():
+        ups.extend(engine.step())
+    final = [u for u in ups if u.seq_id == "x"][-1]
+    assert final.finish_reason == "length" and final.completion_tokens == 24 - len(ids) + 1  # 24 cached + the last
+    assert engine.pool.available == 6
+    with pytest.raises(LLMRequestError, match="kv_cache_blocks"):
+        engine.add("z", list(range(1, 40)), SamplingParams())
+    engine.add("w", ids, SamplingParams())
+    engine.abort_all()
+    assert engine.pool.available == 6
+
+
+def test_paged_through_hugging_face_forward(model, tok):
+    """The model's own forward over the paged cache (what tensor-parallel ranks run): the same
+    greedy tokens, with preemption and prefix hits."""
+    ids = [tok(p)["input_ids"] for p in PROMPTS]
+    ids.append(ids[-1][:-2] + tok("count", add_special_tokens=False)["input_ids"])  # shares s5's full blocks
+    engine = PagedEngine(model, tok, fast_path=False, num_blocks=14, block_size=4, max_batch_size=4,
+                         max_tokens_per_step=16)
+    assert engine.forward_path.startswith("Hugging Face")
+    got = drive(engine, {0: [(f"s{i}", x, 24) for i, x in enumerate(ids[:-1])], 40: [("t", ids[-1], 6)]})
+    assert engine.preemptions > 0 and engine.prefix_stats.hit > 0
+    for i, x in enumerate(ids[:-1]):
+        assert tokens(got[f"s{i}"]) == reference(model, x, 24), f"prompt {i}"
+    assert tokens(got["t"]) == reference(model, ids[-1], 6)
+
+
+def test_a_conversations_next_turn_finds_the_last_turns_blocks(model, tok):
+    """A stateful sequence's turn 2 is turn 1's prompt and outputs plus the new prompt
+    (ts/llm/sessions.py): every full block of turn 1, outputs included, comes from the cache."""
+    from ts.llm.sessions import SEQUENCE_ID, Conversations
+
+    conv = Conversations(enabled=True)
+    engine = PagedEngine(model, tok, block_size=4)
+    headers = {SEQUENCE_ID: "chat-1"}
+    first = conv.prompt("t1", headers, tok(PROMPTS[3])["input_ids"])
+    got = drive(engine, {0: [("t1", first, 12)]})
+    conv.generated("t1", tokens(got["t1"]))
+    conv.finished("t1", completed=True)
+    second = conv.prompt("t2", headers, tok(" and then", add_special_tokens=False)["input_ids"])
+    before = engine.prefix_stats.hit
+    got = drive(engine, {0: [("t2", second, 6)]})
+    computed_before = len(first) + 12 - 1  # turn 1's last output token never went through the model
+    assert engine.prefix_stats.hit - before == computed_before // 4 * 4
+    assert tokens(got["t2"]) == reference(model, second, 6)
+
+
+class _Metric:
+    def __init__(self, recorded: dict[str, float], name: str) -> None:
+        self.recorded, self.name = recorded, name
+
+    def add_or_update(self, value: float, dimension_values: list[str]) -> None:
+        self.recorded[self.name] = value
+
+
+class _Metrics:
+    """The handler's metrics cache as LLMMetrics uses it: the last value of each metric."""
+
+    def __init__(self) -> None:
+        self.recorded: dict[str, float] = {}
+
+    def add_metric_to_cache(self, name: str, unit: str, dimension_names: list[str], metric_type: object) -> _Metric:
+        return _Metric(self.recorded, name)
+
+
+def test_handler_keys_build_the_paged_engine_and_record_its_metrics(model_dir):
+    from ts.context import Context
+    from ts.handler_utils.distributed.config import ModelConfigError
+    from ts.torch_handler.llm_handler import LLMHandler
+
+    def handler(cfg):
+        h = LLMHandler()
+        h.initialize(Context("tiny", str(model_dir), {"model": {}}, 4, None, "test", model_yaml_config={"handler": cfg}))
+        return h
+
+    with pytest.raises(ModelConfigError, match="handler.block_size needs handler.paged_kv_cache: true"):
+        handler({"block_size": 8})
+    with pytest.raises(ModelConfigError, match="handler.kv_cache_blocks"):
+        handler({"paged_kv_cache": True, "kv_cache_blocks": 0})
+    h = handler({"paged_kv_cache": True, "kv_cache_blocks": 40, "block_size": 8, "max_new_tokens": 4})
+    assert isinstance(h.engine, PagedEngine) and h.engine.pool.num_blocks == 40 and h.engine.pool.block_size == 8
+    assert "paged KV cache (40 blocks of 8 tokens, prefix caching on)" in h.engine.forward_path
+    h.context.metrics = _Metrics()
+    h.llm_metrics = LLMMetrics(h.context.metrics, "tiny")
+    for rid in ("a", "b"):  # the same prompt twice: b finds a's full blocks
+        h.add_request(rid, b'{"prompt": "Once upon a time there was a little robot who loved to count"}', {})
+        while h.has_work():
+            h.step()
+    assert 0 < h.context.metrics.recorded["llm_prefix_cache_hit_ratio"] < 1
+    assert h.context.metrics.recorded["llm_kv_cache_usage_ratio"] == 0  # nothing running: every block is back

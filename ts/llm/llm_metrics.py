@@ -1,0 +1,103 @@
+"""The LLM handler's serving metrics, recorded through ``context.metrics`` (so they reach
+``/metrics`` the way every handler metric does: ts/metrics/outbox.py), per model.
+
+Declared in ts/configs/metrics.yaml (``model_metrics``) with Prometheus names: a unit suffix,
+counters ending in ``_total``. Every value is one record the worker sends to the frontend, so
+what is recorded per token is kept out: latencies are recorded once per request (time to first
+token, end to end, and the mean time between its output tokens), and the running / waiting /
+KV-cache gauges at most every ``GAUGE_INTERVAL_S`` and when the engine goes idle.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ts.metrics.metric_type_enum import MetricTypes
+
+GAUGE_INTERVAL_S = 0.5
+
+TTFT = "llm_time_to_first_token_seconds"
+INTER_TOKEN = "llm_inter_token_latency_seconds"
+E2E = "llm_e2e_request_latency_seconds"
+PROMPT_TOKENS = "llm_prompt_tokens_total"
+GENERATION_TOKENS = "llm_generation_tokens_total"
+FINISHED = "llm_requests_finished_total"
+RUNNING = "llm_num_requests_running"
+WAITING = "llm_num_requests_waiting"
+KV_USAGE = "llm_kv_cache_usage_ratio"
+PREFIX_HITS = "llm_prefix_cache_hit_ratio"
+
+_KINDS = {TTFT: MetricTypes.HISTOGRAM, INTER_TOKEN: MetricTypes.HISTOGRAM, E2E: MetricTypes.HISTOGRAM,
+          PROMPT_TOKENS: MetricTypes.COUNTER, GENERATION_TOKENS: MetricTypes.COUNTER, FINISHED: MetricTypes.COUNTER,
+          RUNNING: MetricTypes.GAUGE, WAITING: MetricTypes.GAUGE, KV_USAGE: MetricTypes.GAUGE,
+          PREFIX_HITS: MetricTypes.GAUGE}
+_UNITS = {TTFT: "Seconds", INTER_TOKEN: "Seconds", E2E: "Seconds", KV_USAGE: "Ratio", PREFIX_HITS: "Ratio"}
+MODEL_LABEL = "model_name"
+
+
+@dataclass
+class _Timing:
+    arrived: float
+    first: float | None = None
+    steps: int = 0  # steps that gave it tokens (one per step, whatever its n)
+
+
+class LLMMetrics:
+    """Records one model's LLM metrics into the handler's metrics cache (``None``: off)."""
+
+    def __init__(self, cache: Any, model_name: str, clock: Any = time.monotonic) -> None:
+        self.model_name = model_name
+        self.clock = clock
+        self._timings: dict[str, _Timing] = {}
+        self._last_gauges = float("-inf")
+        self._metrics: dict[str, Any] = {}
+        if cache is not None:
+            for name, kind in _KINDS.items():
+                dims = [MODEL_LABEL, "finish_reason"] if name == FINISHED else [MODEL_LABEL]
+                self._metrics[name] = cache.add_metric_to_cache(name, _UNITS.get(name, "Count"), dims, kind)
+
+    def _record(self, name: str, value: float, *extra: str) -> None:
+        metric = self._metrics.get(name)
+        if metric is not None:
+            metric.add_or_update(value, [self.model_name, *extra])
+
+    def arrived(self, request_id: str, prompt_tokens: int) -> None:
+        self._timings[request_id] = _Timing(self.clock())
+        self._record(PROMPT_TOKENS, prompt_tokens)
+
+    def tokens(self, request_id: str, count: int) -> None:
+        """A step gave a request ``count`` new tokens (all its sequences; the first: its TTFT)."""
+        timing = self._timings.get(request_id)
+        if timing is None or count <= 0:
+            return
+        if timing.first is None:
+            timing.first = self.clock()
+            self._record(TTFT, timing.first - timing.arrived)
+        timing.steps += 1
+        self._record(GENERATION_TOKENS, count)
+
+    def finished(self, request_id: str, finish_reason: str) -> None:
+        """The request is over (answered, cancelled or failed): its latencies and finish reason."""
+        timing = self._timings.pop(request_id, None)
+        if timing is None:
+            return
+        now = self.clock()
+        self._record(E2E, now - timing.arrived)
+        if timing.first is not None and timing.steps > 1:
+            self._record(INTER_TOKEN, (now - timing.first) / (timing.steps - 1))
+        self._record(FINISHED, 1, finish_reason)
+
+    def gauges(self, running: int, waiting: int, kv_usage: float, force: bool = False) -> None:
+        now = self.clock()
+        if not force and now - self._last_gauges < GAUGE_INTERVAL_S:
+            return
+        self._last_gauges = now
+        self._record(RUNNING, running)
+        self._record(WAITING, waiting)
+        self._record(KV_USAGE, kv_usage)
+
+    def prefix_cache(self, hit_ratio: float) -> None:
+        """The paged KV cache's prefix hit ratio since the worker started (prompt tokens found of those looked up)."""
+        self._record(PREFIX_HITS, hit_ratio)

@@ -1,0 +1,109 @@
+"""The fast forward's token groups (``ts/llm/fastpath/parts.py``'s ``Part``) over the paged KV
+cache: each token's key/value is written to its slot in the pool, and attention reads each
+sequence's own blocks.
+
+Attention is a gather into SDPA: a sequence's keys/values are its blocks taken whole from the pool
+(``index_select`` of its block table: one index per block, contiguous copies), right-padded to the
+widest table of the group, masked to its real tokens. Measured against ``flex_attention`` with a
+block mask and against the rectangle the engine used before (``benchmarks/paged_attention.py``,
+docs/benchmarks.md): on CPU, eager ``flex_attention`` was 14-30x slower than the gather, and the
+block gather about 1.3-1.5x the rectangle's SDPA alone (attention is a sixth of a decode step).
+
+* ``PagedDecode``: one token per running sequence (the engine's decode rows, the forward's first part);
+* ``PagedPrefill``: a run of tokens per sequence (a whole prompt, or the next chunk after the
+  cached/computed ones), each attending causally to its earlier tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ts.llm.fastpath.parts import Attention
+from ts.llm.paged.storage import KVStorage
+
+
+def slots_of(blocks: list[int], start: int, n: int, block_size: int) -> list[int]:
+    return [blocks[t // block_size] * block_size + t % block_size for t in range(start, start + n)]
+
+
+def table_tensor(tables: list[list[int]], device: torch.device) -> tuple[torch.Tensor, int]:
+    """``(rows * widest,)`` block ids (padding repeats block 0, masked out) and ``widest``."""
+    widest = max(len(t) for t in tables)
+    flat = [b for t in tables for b in (t + [0] * (widest - len(t)))]
+    return torch.tensor(flat, device=device, dtype=torch.long), widest
+
+
+class _Paged:
+    ids: torch.Tensor
+    positions: torch.Tensor
+    sampled: torch.Tensor
+
+    def __init__(self, storage: KVStorage, ids: list[int], positions: list[int], slots: list[int],
+                 device: torch.device) -> None:
+        self.storage = storage
+        self.ids = torch.tensor(ids, device=device, dtype=torch.long)
+        self.positions = torch.tensor(positions, device=device, dtype=torch.long)
+        self.slots = torch.tensor(slots, device=device, dtype=torch.long)
+
+    def _write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """This part's new keys/values ``(1, kv_heads, n, dim)`` into their slots."""
+        self.storage.write(layer, self.slots, k[0].transpose(0, 1), v[0].transpose(0, 1))
+
+
+class PagedDecode(_Paged):
+    """Sequence ``r``'s next token ``ids[r]`` at position ``positions[r]`` (its block table
+    ``tables[r]`` already has the block for it)."""
+
+    def __init__(self, storage: KVStorage, ids: list[int], positions: list[int], tables: list[list[int]],
+                 device: torch.device) -> None:
+        bs = storage.block_size
+        super().__init__(storage, ids, positions, [t[p // bs] * bs + p % bs for t, p in zip(tables, positions,
+                                                                                              strict=True)], device)
+        self.rows = len(ids)
+        self.sampled = torch.arange(self.rows, device=device)
+        self.table, widest = table_tensor(tables, device)
+        self.span = widest * bs
+        self.mask = (torch.arange(self.span, device=device) <= self.positions.unsqueeze(1)).view(
+            self.rows, 1, 1, self.span)
+
+    def attend(self, fwd: Attention, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        self._write(layer, k, v)
+        keys, values = self.storage.gather(layer, self.table, self.rows)
+        out = fwd.attention(q[0].transpose(0, 1).unsqueeze(2), keys, values, self.mask)
+        return out.reshape(self.rows, fwd.q_size)
+
+
+class PagedPrefill(_Paged):
+    """Runs of tokens: entry ``i`` is ``tokens[i]`` at positions ``starts[i]`` onwards of a
+    sequence whose block table is ``tables[i]``; ``sample[i]`` says whether its last token's
+    logits are wanted (the run ends the sequence's prompt)."""
+
+    def __init__(self, storage: KVStorage, tokens: list[list[int]], starts: list[int], tables: list[list[int]],
+                 sample: list[bool], device: torch.device) -> None:
+        bs = storage.block_size
+        ids = [t for run in tokens for t in run]
+        positions = [p for run, s in zip(tokens, starts, strict=True) for p in range(s, s + len(run))]
+        slots = [x for run, s, t in zip(tokens, starts, tables, strict=True) for x in slots_of(t, s, len(run), bs)]
+        super().__init__(storage, ids, positions, slots, device)
+        self.entries = []
+        end = 0
+        sampled = []
+        for run, s, t, want in zip(tokens, starts, tables, sample, strict=True):
+            n = len(run)
+            table, widest = table_tensor([t[:(s + n + bs - 1) // bs]], device)
+            span = widest * bs
+            mask = (torch.arange(span, device=device) <= torch.arange(s, s + n, device=device).unsqueeze(1))
+            self.entries.append((end, end + n, table, mask.view(1, 1, n, span)))
+            end += n
+            if want:
+                sampled.append(end - 1)
+        self.sampled = torch.tensor(sampled, device=device, dtype=torch.long)
+
+    def attend(self, fwd: Attention, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        self._write(layer, k, v)
+        outs = []
+        for a, b, table, mask in self.entries:
+            keys, values = self.storage.gather(layer, table, 1)
+            out = fwd.attention(q[:, :, a:b], keys, values, mask)
+            outs.append(out[0].transpose(0, 1).reshape(b - a, fwd.q_size))
+        return torch.cat(outs) if len(outs) > 1 else outs[0]
