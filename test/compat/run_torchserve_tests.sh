@@ -4,7 +4,8 @@
 #
 #   test/compat/run_torchserve_tests.sh SERVE_GIT_DIR [TEST_FILE...]
 #
-# SERVE_GIT_DIR: a git directory of pytorch/serve holding the v0.12.0 tag. The snapshot's
+# SERVE_GIT_DIR: a git directory of pytorch/serve holding the v0.12.0 tag (SERVE_REF=<commit> for a
+# snapshot without tags: v0.12.0 is 6bdb1baf7254c2bfc40a6669b0d922c08ba5f37a). The snapshot's
 # model-archiver/model_archiver is replaced by this tree's (TorchServe's conftest loads
 # model_packaging.py by path); `ts` is this tree's, plus two TorchServe test utilities it does not
 # ship (ts/launcher.py, ts/torch_handler/unit_tests/) taken from the snapshot. The tests use the
@@ -13,6 +14,7 @@ set -euo pipefail
 SERVE_GIT=${1:?usage: $0 SERVE_GIT_DIR [TEST_FILE...]}; shift
 TSERVE=$(cd "$(dirname "$0")/../.." && pwd)
 FILES=("$@")
+REF=${SERVE_REF:-v0.12.0}
 # Default selection: every test file of v0.12.0's test/pytest that builds its models with the
 # `model_archiver` fixture from the snapshot's own files (nothing downloaded, no prebuilt .mar),
 # less those its conftest already ignores and test_ipex_serving (needs Intel's extension)
@@ -26,18 +28,18 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/ts-compat.XXXXXX")
 PATHS=(test/pytest test/resources test/postman ts_scripts examples ts/launcher.py ts/torch_handler/unit_tests
     model-archiver)
 EXCLUDES=()
-for f in $(git -C "$SERVE_GIT" ls-tree -r v0.12.0 "${PATHS[@]}" | awk '{print $3 " " $4}' \
+for f in $(git -C "$SERVE_GIT" ls-tree -r "$REF" "${PATHS[@]}" | awk '{print $3 " " $4}' \
         | while read -r obj path; do git -C "$SERVE_GIT" cat-file -e "$obj" 2>/dev/null || echo "$path"; done); do
     EXCLUDES+=(":(exclude)$f")
 done
-git -C "$SERVE_GIT" archive v0.12.0 "${PATHS[@]}" "${EXCLUDES[@]}" | tar -x -C "$WORK"
-PY_BIN=${PYTHON:-python}
-# MNIST's weights, built locally (random, seeded): the tests that check predicted digits fail on them
-(cd "$WORK/examples/image_classifier/mnist" && "$PY_BIN" -c '
-import torch
-from mnist import Net
-torch.manual_seed(0)
-torch.save(Net().state_dict(), "mnist_cnn.pt")')
+git -C "$SERVE_GIT" archive "$REF" "${PATHS[@]}" "${EXCLUDES[@]}" | tar -x -C "$WORK"
+# TorchServe's handlers import torchvision: the tests run on a venv layered on PYTHON that adds it
+# (layered_venv.sh: built once under .bench/, --no-deps so PYTHON's torch stays the only one)
+VENV=${COMPAT_VENV:-$TSERVE/.bench/torchserve-compat-venv}
+"$TSERVE/test/compat/layered_venv.sh" "${PYTHON:-$(command -v python)}" "$VENV"
+PY_BIN=$VENV/bin/python
+# the weights the tests load that the snapshot lacks or downloads, built locally (build_standins.py)
+"$PY_BIN" -W ignore "$TSERVE/test/compat/build_standins.py" "$WORK"
 rm -rf "$WORK/model-archiver/model_archiver"
 ln -s "$TSERVE/model-archiver/model_archiver" "$WORK/model-archiver/model_archiver"
 mkdir -p "$WORK/overlay/ts/torch_handler"
@@ -56,8 +58,8 @@ import ts, ts.torch_handler
 ts.__path__.append("$WORK/overlay/ts")
 ts.torch_handler.__path__.append("$WORK/overlay/ts/torch_handler")
 PY
-# the tests run `torchserve` and `torch-model-archiver`: the console scripts beside that python
-PATH="$(dirname "$(command -v "$PY_BIN")"):$PATH"
+# the tests run `torchserve` and `torch-model-archiver`: the layered venv's, on its python
+PATH="$VENV/bin:$PATH"
 export PATH
 # One pytest per file under a time limit: some of these tests read the server's output line by
 # line with no deadline (pytest-timeout is not installed here) and wait for ever on a line tserve
