@@ -4,6 +4,7 @@ TorchServe 0.12 does, and without it as tserve does. One server of each kind, to
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -70,6 +71,45 @@ def test_a_response_timeout(server: harness.Server) -> None:
         assert (r.status_code, r.json()["message"]) == (500, "Worker died."), r.text
     else:
         assert r.status_code == 504 and "responseTimeout" in r.json()["message"], r.text
+
+
+def test_a_response_timeout_logs_as_torchserve_under_the_switch(server: harness.Server) -> None:
+    # TorchServe's lines that scripts (and its own tests) read from the log after a response timeout
+    assert server.predict("slow", b"sleep:30", headers=bearer(server, "inference")).status_code in (500, 504)
+    assert server.predict("slow", b"again", headers=bearer(server, "inference"), timeout=120).status_code == 200
+    harness.wait_for(lambda: "Auto recovery succeeded, reset recoveryStartTS" in server.logs(), 60,
+                     what="the recovery line (either way)")
+    logs = server.logs()
+    torchserve_lines = [re.search(r"Number or consecutive unsuccessful inference \d+", logs),
+                        "Backend worker error" in logs or None,
+                        "WorkerInitializationException: Backend worker did not respond in given time" in logs or None,
+                        "Worker disconnected. WORKER_MODEL_LOADED" in logs or None]
+    if server.compat:
+        assert all(torchserve_lines), logs[-3000:]
+        assert "did not answer within its responseTimeout" not in logs
+    else:
+        assert not any(torchserve_lines), logs[-3000:]
+        assert "did not answer within its responseTimeout" in logs
+
+
+def test_a_failed_load_repeats_no_worker_output_under_the_switch(server: harness.Server, store: Path) -> None:
+    # a script reading a worker's traceback up to its last line must not find it again in the
+    # frontend's lines (TorchServe's test_handler_traceback_logging reads four attempts that way)
+    harness.build_mar(store, "broken", HANDLERS / "broken_handler.py")
+    r = requests.post(f"{server.management_url}/models", params={"url": "broken.mar", "synchronous": "true"},
+                      headers=bearer(server, "management"), timeout=120)
+    assert r.status_code == 500, r.text
+    harness.wait_for(lambda: re.search(r"broken\S* WorkerThread .*Retry worker", server.logs()), 30, what="a retry")
+    frontend = [line for line in server.logs().splitlines()
+                if "W-" in line and "broken" in line and "MODEL_LOG" not in line]
+    echoing = [line for line in frontend if "weights file missing" in line]
+    if server.compat:
+        assert not echoing, echoing
+        assert any("Load model failed: broken, error: Worker died." in line for line in frontend), frontend
+        assert any(line.endswith("seconds.") for line in frontend if "Retry worker" in line), frontend
+    else:
+        assert echoing, frontend
+    requests.delete(f"{server.management_url}/models/broken", headers=bearer(server, "management"), timeout=60)
 
 
 def _lines(stream) -> Queue:

@@ -69,6 +69,14 @@ public enum Compatibility {
         return torchServe() ? 500 : 409;
     }
 
+    /**
+     * The worker lifecycle lines scripts read from the log (wlm.supervision.WorkerLog): TorchServe's
+     * wording, which repeats no worker output, or tserve's, which names the cause on each line.
+     */
+    public boolean torchServeLogWording() {
+        return torchServe();
+    }
+
     /** TorchServe reads any boolean other than {@code true} (any case) as false; tserve refuses it. */
     public boolean lenientBooleans() {
         return torchServe();

@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
 import org.tserve.wlm.Job;
@@ -22,6 +23,7 @@ public final class InFlightTable {
     private final Map<Long, InFlightBatch> batches = new ConcurrentHashMap<>();
     private final AtomicLong ids = new AtomicLong(LOAD_BATCH_ID);
     private final LongSupplier nanoClock;
+    private final AtomicInteger timeoutsInARow = new AtomicInteger();
 
     public InFlightTable(LongSupplier nanoClock) {
         this.nanoClock = nanoClock;
@@ -48,7 +50,11 @@ public final class InFlightTable {
 
     /** Takes the batch out (its answer arrived); null when it is not (or no longer) here. */
     InFlightBatch remove(long batchId) {
-        return batches.remove(batchId);
+        InFlightBatch b = batches.remove(batchId);
+        if (b != null) {
+            timeoutsInARow.set(0);
+        }
+        return b;
     }
 
     /** Takes {@code b} out if it is still here; false when someone else answered it first. */
@@ -74,9 +80,15 @@ public final class InFlightTable {
         for (InFlightBatch b : batches.values()) {
             if (now - b.deadlineNanos >= 0 && remove(b)) {
                 out.add(b);
+                timeoutsInARow.incrementAndGet();
             }
         }
         return out;
+    }
+
+    /** Batches that timed out since the last one answered (TorchServe logs the count). */
+    public int timeoutsInARow() {
+        return timeoutsInARow.get();
     }
 
     /** Fails every job of every batch still here with {@code status}; returns how many batches that was. */

@@ -7,9 +7,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.BooleanSupplier;
-import org.apache.logging.log4j.Logger;
 import org.tserve.config.ModelSettings;
-import org.tserve.util.Logging;
 import org.tserve.wlm.batching.InFlightTable;
 import org.tserve.wlm.protocol.Frame;
 import org.tserve.wlm.protocol.FrameType;
@@ -21,7 +19,6 @@ import org.tserve.wlm.registry.Model;
  * become a {@link WorkerFailure} whose message names the rank and carries the worker's last output.
  */
 final class BackendStarter {
-    private static final Logger LOG = Logging.logger(BackendStarter.class);
     private final Model model;
     private final String name;
     private final int gpuId;
@@ -73,6 +70,7 @@ final class BackendStarter {
                 return c;
             }
             if (System.currentTimeMillis() > deadline) {
+                WorkerLog.startupTimeout(name);
                 throw new WorkerFailure(500, "Worker did not start listening on " + (env.useTcp ? "port " : "socket ")
                         + port + " within startupTimeout " + timeoutSec + " s: " + p.lastErrorLines(5));
             }
@@ -116,6 +114,7 @@ final class BackendStarter {
         try {
             f = link.loadReplies.get(rank).get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
         } catch (TimeoutException e) {
+            WorkerLog.startupTimeout(name);
             throw new WorkerFailure(500, "Worker" + who + " did not load the model within startupTimeout "
                     + s.startupTimeout + " s");
         } catch (ExecutionException e) {
@@ -144,7 +143,7 @@ final class BackendStarter {
         }
         process.drainLogs(300);
         String tail = process.lastErrorLines(5);
-        LOG.error(name + ": model load failed" + who + " (" + status + "): " + message
+        WorkerLog.loadFailed(name, model.name, "model load failed" + who + " (" + status + "): " + message
                 + (tail.isEmpty() ? "" : " | " + tail));
         // 4xx: the worker refused the model as configured (e.g. a handler the preprocess pool cannot
         // split); its message says why, so the worker's output is not appended

@@ -67,6 +67,8 @@ public final class WorkerThread {
     private volatile boolean stopping;
     private volatile long startTime = System.currentTimeMillis();
     private volatile long readySince;
+    /** A restart is under way: the next load ends the recovery (WorkerLog.recovered). */
+    private volatile boolean recovering;
     private volatile WorkerProcess process;
     /** Where the current lifetime's start went (describe's {@code startup}). */
     private volatile StartupTimeline startup;
@@ -396,6 +398,10 @@ public final class WorkerThread {
         state = WorkerState.READY;
         ranks.mark("READY");
         int restarts = ranks.elasticRestarts();
+        if (recovering) {
+            recovering = false;
+            WorkerLog.recovered(name);
+        }
         LOG.info(name + ": model " + model.name + " version " + model.version + " loaded by worker pid "
                 + process.pid() + (restarts > 0 ? " after elastic restart " + restarts : " " + startup.ready()));
         manager.workerLoaded(model, name, System.currentTimeMillis() - startTime);
@@ -481,7 +487,7 @@ public final class WorkerThread {
             model.sequences.closeFor(this, failure == null ? "stopped" : failure);
         }
         if (failure != null && !stopping) {
-            LOG.warn(name + ": worker failed: " + failure + (exit == null ? "" : " (exit status " + exit + ")"));
+            WorkerLog.workerFailed(name, failure, exit, end.loaded());
         }
         if (!firstLoad.isDone()) {
             firstLoad.completeExceptionally(new WlmException(end.status() == 200 ? 500 : end.status(),
@@ -503,7 +509,8 @@ public final class WorkerThread {
         }
         state = WorkerState.RESTARTING;
         ranks.mark("RESTARTING");
-        LOG.warn(name + ": Retry worker: " + port + " in " + delay + " seconds. (" + failure + ")");
+        recovering = true;
+        WorkerLog.retry(name, port, delay, failure);
         return !stopSignal.await(delay, TimeUnit.SECONDS);
     }
 
@@ -532,7 +539,7 @@ public final class WorkerThread {
         for (InFlightBatch b : inFlight.takeExpired()) {
             String msg = "Model \"" + model.name + "\" did not answer within its responseTimeout of " + b.timeoutSec
                     + " s; worker " + port + " is restarted";
-            LOG.warn(name + ": " + msg);
+            WorkerLog.responseTimeout(name, msg, inFlight.timeoutsInARow());
             Compatibility policy = Compatibility.current();
             for (Job j : b.jobs) {
                 j.fail(policy.responseTimeoutStatus(), policy.responseTimeoutMessage(msg));
