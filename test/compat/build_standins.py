@@ -9,8 +9,10 @@ LFS objects) or downloads. Run by run_torchserve_tests.sh in the extracted snaps
   serving path (decoding, handler, batching, answer) as with the real weights. It says nothing of
   accuracy on other images.
 - examples/stateful/model_cnn.pt: the same `Net`, random (the stateful handler ignores its output).
-- overlay/.cache/resnet18-f37072fd.pth: torchvision's resnet18, random, where TorchServe's
-  `download_model` test helper looks before it downloads; tests that check ImageNet labels fail.
+- overlay/.cache/resnet18-f37072fd.pth: torchvision's resnet18, where TorchServe's `download_model`
+  test helper looks before it downloads: a random backbone whose last layer is fitted to the two
+  photos the micro-batching test sends (kitten.jpg → tiger_cat, dog.jpg → golden_retriever), so its
+  label checks test that each answer in a mixed batch is its own request's.
 """
 
 from __future__ import annotations
@@ -67,13 +69,35 @@ def stateful_weights(work: Path) -> None:
 
 
 def resnet18_weights(work: Path) -> None:
+    from PIL import Image
+    from torchvision import transforms
     from torchvision.models import resnet18
     from torchvision.models.resnet import ResNet18_Weights
 
+    torch.manual_seed(0)
+    net = resnet18().eval()
+    # ts.torch_handler.image_classifier's transform; the two photos the micro-batching test sends
+    transform = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(),
+                                    transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    images = work / "examples/image_classifier/resnet_152_batch/images"
+    x = torch.stack([transform(Image.open(images / n).convert("RGB")) for n in ("kitten.jpg", "dog.jpg")])
+    y = torch.tensor([282, 207])   # ImageNet's tiger_cat and golden_retriever
+    with torch.no_grad():
+        features = torch.nn.Sequential(*list(net.children())[:-1])(x).flatten(1)
+    # only the last layer is fitted (the random backbone's features of two photos differ enough)
+    opt = torch.optim.Adam(net.fc.parameters(), lr=1e-2)
+    for _ in range(500):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net.fc(features), y).backward()
+        opt.step()
+        with torch.no_grad():
+            if torch.equal(net(x).argmax(1), y):
+                break
+    else:
+        raise SystemExit("the resnet18 stand-in did not fit the test photos")
     cache = work / "overlay/.cache"
     cache.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(0)
-    torch.save(resnet18().state_dict(), cache / Path(ResNet18_Weights.DEFAULT.url).name)
+    torch.save(net.state_dict(), cache / Path(ResNet18_Weights.DEFAULT.url).name)
 
 
 def main(argv: list[str]) -> int:
