@@ -25,7 +25,7 @@ REF=${SERVE_REF:-v0.12.0}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ts-compat.XXXXXX")
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$WORK"' EXIT   # KEEP=1 keeps it to rerun one test by hand
 # the snapshot's Git LFS objects (weights, prebuilt .mar files) are not in it: left out
-PATHS=(test/pytest test/resources test/postman ts_scripts examples ts/launcher.py ts/torch_handler/unit_tests
+PATHS=(test/pytest test/resources test/postman test/config_ts.properties ts_scripts examples ts/launcher.py ts/torch_handler/unit_tests
     model-archiver)
 EXCLUDES=()
 for f in $(git -C "$SERVE_GIT" ls-tree -r "$REF" "${PATHS[@]}" | awk '{print $3 " " $4}' \
@@ -38,6 +38,13 @@ git -C "$SERVE_GIT" archive "$REF" "${PATHS[@]}" "${EXCLUDES[@]}" | tar -x -C "$
 VENV=${COMPAT_VENV:-$TSERVE/.bench/torchserve-compat-venv}
 "$TSERVE/test/compat/layered_venv.sh" "${PYTHON:-$(command -v python)}" "$VENV"
 PY_BIN=$VENV/bin/python
+# The stateful examples' requirements.txt (lru-dict), which their config (install_py_dep_per_model)
+# has the server pip-install per model: downloaded once beside the venv, and pip in the tests finds
+# it there with no index (PIP_NO_INDEX/PIP_FIND_LINKS, which the server's pip inherits)
+WHEELS=$VENV/wheels
+[ -n "$(ls "$WHEELS"/lru_dict-1.4.1-* 2>/dev/null)" ] \
+    || "$PY_BIN" -m pip download -q --disable-pip-version-check --no-deps -d "$WHEELS" lru-dict==1.4.1
+export PIP_NO_INDEX=1 PIP_FIND_LINKS=$WHEELS
 # the weights the tests load that the snapshot lacks or downloads, built locally (build_standins.py)
 "$PY_BIN" -W ignore "$TSERVE/test/compat/build_standins.py" "$WORK"
 rm -rf "$WORK/model-archiver/model_archiver"

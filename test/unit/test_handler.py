@@ -374,3 +374,21 @@ def test_builtin_image_classifier_still_takes_any_image_mode(tmp_path, mode):
     d = write_model_dir(tmp_path / "ic", {"handler": "image_classifier", "serializedFile": "m.pt"}, {"m.pt": buf.getvalue()})
     out = load(d).predict([image_request("a", _png_of_mode(mode, 64))])
     assert out[0].status == 200, out[0].message
+
+
+def test_initialize_with_a_context_like_torchserves_mock_context(tmp_path):
+    # TorchServe's MockContext (copied into handler unit tests) has manifest, system_properties,
+    # metrics, explain and model_yaml_config, but no model_name
+    from types import SimpleNamespace
+
+    from ts.metrics.metrics_store import MetricsStore
+    from ts.torch_handler.image_classifier import ImageClassifier
+
+    torch.save(_tiny_cnn_module().state_dict(), tmp_path / "model.pt")
+    (tmp_path / "tiny_cnn.py").write_text(TINY_CNN)
+    ctx = SimpleNamespace(manifest={"model": {"serializedFile": "model.pt", "modelFile": "tiny_cnn.py"}},
+                          system_properties={"model_dir": str(tmp_path)}, explain=False,
+                          metrics=MetricsStore("r", "tiny"), model_yaml_config={})
+    handler = ImageClassifier()
+    handler.initialize(ctx)
+    assert handler.initialized

@@ -82,5 +82,5 @@ class MicroBatching:
         return results
 
 
-def _after(previous: Future, stage: Any) -> Any:
+def _after(previous: Future[Any], stage: Any) -> Any:
     return stage(previous.result())

@@ -91,7 +91,9 @@ class BaseHandler:
                 f"{serialized!r} and modelFile={model_file!r}; give a TorchScript .pt, a "
                 "torch.export .pt2/.so, or --model-file with a state dict")
         self._maybe_compile()
-        logger.info("model %s: loaded %s on %s", context.model_name, serialized, self.device)
+        # TorchServe's MockContext, which handler tests copy, has no model_name
+        name = getattr(context, "model_name", None) or model_meta.get("modelName", "")
+        logger.info("model %s: loaded %s on %s", name, serialized, self.device)
         self.initialized = True
 
     # ------------------------------------------------------------------ loaders
