@@ -150,17 +150,14 @@ public final class ConfigManager {
         if (home != null && !home.isEmpty()) {
             values.put("model_server_home", home);
         }
-        if (args.models.isEmpty()) {
-            String lm = get("load_models");
-            if (lm != null && !lm.isEmpty()) {
-                for (String m : lm.split(",")) {
-                    if (!m.trim().isEmpty()) {
-                        startupModels.add(m.trim());
-                    }
+        // TorchServe joins the -m values into load_models and splits that on commas: `-m a.mar,b.mar` is two
+        String lm = args.models.isEmpty() ? get("load_models") : String.join(",", args.models);
+        if (lm != null) {
+            for (String m : lm.split(",")) {
+                if (!m.trim().isEmpty()) {
+                    startupModels.add(m.trim());
                 }
             }
-        } else {
-            startupModels.addAll(args.models);
         }
         validate();
     }

@@ -35,6 +35,15 @@ public class ConfigPriorityTest {
     }
 
     @Test
+    public void startupModelsAreSplitOnCommasFromEitherSourceAsTorchServesAre() throws Exception {
+        // TorchServe joins the launcher's --models into load_models and splits that on commas:
+        // `torchserve --models a.mar,b.mar` (its own test_torch_compile) starts two models
+        assertEquals(List.of("a.mar", "n=b.mar", "c.mar"),
+                load("", new HashMap<>(), "-m", "a.mar, n=b.mar", "-m", "c.mar").getStartupModels());
+        assertEquals(List.of("a.mar", "b.mar"), load("load_models=a.mar,,b.mar\n").getStartupModels());
+    }
+
+    @Test
     public void defaultsAreTorchServes() throws Exception {
         ConfigManager c = load("");
         assertEquals("127.0.0.1", c.address("inference_address").host);
