@@ -392,3 +392,15 @@ def test_initialize_with_a_context_like_torchserves_mock_context(tmp_path):
     handler = ImageClassifier()
     handler.initialize(ctx)
     assert handler.initialized
+    assert not handler._is_describe() and not handler._is_explain()
+
+
+def test_compiling_logs_torchserves_wording(tmp_path, caplog):
+    from ts.torch_handler.base_handler import BaseHandler
+
+    handler = BaseHandler()
+    handler.model = _tiny_cnn_module()
+    handler.model_yaml_config = {"pt2": {"compile": {"enable": True, "backend": "eager", "mode": "default"}}}
+    with caplog.at_level("INFO", logger="ts.torch_handler.base_handler"):
+        handler._maybe_compile()
+    assert "Compiled model with backend eager, mode default" in caplog.messages

@@ -158,7 +158,8 @@ class BaseHandler:
             return
         try:
             self.model = torch.compile(self.model, **kwargs)
-            logger.info("Compiled model with %s", kwargs)
+            # TorchServe's wording ("Compiled model with backend inductor, mode reduce-overhead"), which logs are grepped for
+            logger.info("Compiled model with %s", ", ".join(f"{k} {v}" for k, v in kwargs.items()))
         except Exception as exc:  # noqa: BLE001 - compilation is an optimisation
             logger.warning("Compiling model failed (%s); running eagerly", exc)
 
@@ -233,7 +234,7 @@ class BaseHandler:
 
     def _header(self, name: str) -> Any:
         ctx = self.context
-        if ctx is None or not ctx.request_processor:
+        if ctx is None or not getattr(ctx, "request_processor", None):   # MockContext has none
             return None
         return ctx.get_request_header(0, name)
 
