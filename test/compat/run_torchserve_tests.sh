@@ -15,13 +15,15 @@ SERVE_GIT=${1:?usage: $0 SERVE_GIT_DIR [TEST_FILE...]}; shift
 TSERVE=$(cd "$(dirname "$0")/../.." && pwd)
 FILES=("$@")
 REF=${SERVE_REF:-v0.12.0}
-# Default selection: every test file of v0.12.0's test/pytest that builds its models with the
-# `model_archiver` fixture from the snapshot's own files (nothing downloaded, no prebuilt .mar),
-# less those its conftest already ignores and test_ipex_serving (needs Intel's extension)
+# Default selection: every test file of v0.12.0's test/pytest whose models are built from the
+# snapshot's own files (the `model_archiver` fixture or torch-model-archiver; weights the snapshot
+# lacks or would download are built locally by build_standins.py; no prebuilt .mar), less those its
+# conftest already ignores and test_ipex_serving (needs Intel's extension)
 [ ${#FILES[@]} -gt 0 ] || FILES=(test_async_worker_comm.py test_auto_recover.py test_continuous_batching.py
-    test_device_config.py test_example_micro_batching.py test_handler_traceback_logging.py
+    test_device_config.py test_example_micro_batching.py test_example_stateful_sequence_batching_http.py
+    test_example_stateful_sequence_continuous_batching_http.py test_handler_traceback_logging.py
     test_mnist_template.py test_model_config.py test_parallelism.py
-    test_send_intermediate_prediction_response.py test_startup_timeout.py test_url_path.py)
+    test_send_intermediate_prediction_response.py test_startup_timeout.py test_torch_compile.py test_url_path.py)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ts-compat.XXXXXX")
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$WORK"' EXIT   # KEEP=1 keeps it to rerun one test by hand
 # the snapshot's Git LFS objects (weights, prebuilt .mar files) are not in it: left out
