@@ -1,12 +1,14 @@
-"""Decode attention over a paged KV cache, three ways, in-process on this machine's CPU.
+"""Decode attention over a paged KV cache, several ways, in-process on this machine's CPU.
 
 Each row's keys/values live in ``block_size``-token blocks of one pool (``ts/llm/paged``); a
 decode step's one query per row must attend to that row's real tokens only. Compared:
 
 * ``gather tokens+sdpa``: each row's slots gathered token by token into a right-padded
   ``(rows, kv_heads, longest, dim)`` tensor, SDPA with a per-row length mask;
+* ``engine decode``: the engine's ``PagedDecode`` (``ts/llm/paged/parts.py``), its rows in one
+  padded gather and in groups of similar table width (what the engine runs), timed alternately;
 * ``gather blocks+sdpa``: the same with whole blocks (``index_select`` of the block table, the
-  row padded to its block count) -- what ``ts/llm/paged/attention.py`` runs;
+  row padded to the widest table) -- the engine's single-group case;
 * ``flex``: ``torch.nn.attention.flex_attention`` over the pool laid out as one long key
   sequence, a ``BlockMask`` letting each row see only its own blocks' slots (eager: no
   ``torch.compile`` on this 2-core machine's budget);
@@ -92,6 +94,7 @@ def measure(rows: int, iters: int, seed: int = 0) -> dict[str, float]:
 
     out = {"gather tokens+sdpa": _time(gather, iters), "gather blocks+sdpa": _time(gather_blocks, iters),
            "rectangle": _time(rectangle, iters)}
+    out.update(engine_decode(rows, iters, num_blocks, by_block_k, by_block_v, tables, lengths, q, g))
     try:
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     except ImportError:  # pragma: no cover - older torch
@@ -117,6 +120,45 @@ def measure(rows: int, iters: int, seed: int = 0) -> dict[str, float]:
 
     out["flex"] = _time(flex, max(1, iters // 10))
     return out
+
+
+def engine_decode(rows: int, iters: int, num_blocks: int, keys: torch.Tensor, values: torch.Tensor,
+                  tables: list[torch.Tensor], lengths: torch.Tensor, q: torch.Tensor,
+                  g: torch.Generator) -> dict[str, float]:
+    """The engine's own decode part (``PagedDecode``) with its rows in one padded gather and in
+    width groups, timed alternately 15 times each (medians): the two differ by less than this
+    machine's drift between separate runs."""
+    from ts.llm.paged import parts
+    from ts.llm.paged.storage import KVStorage
+
+    storage = KVStorage(1, num_blocks, BLOCK)
+    storage.keys, storage.values = [keys], [values]
+    new_k, new_v = torch.randn(1, KV_HEADS, rows, DIM, generator=g), torch.randn(1, KV_HEADS, rows, DIM, generator=g)
+    q_rows = q.view(rows, HEADS, DIM).transpose(0, 1).unsqueeze(0)  # the fast forward's (1, heads, rows, dim)
+
+    class _Sdpa:  # the fast forward's one-query GQA call (ts/llm/fastpath/llama.py)
+        q_size = HEADS * DIM
+
+        def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return F.scaled_dot_product_attention(q.reshape(q.shape[0], KV_HEADS, HEADS // KV_HEADS, DIM), k, v,
+                                                  attn_mask=mask)
+
+    saved, times, groups = parts.GROUP_COST_BLOCKS, {"one": [], "grouped": []}, 1
+    try:
+        for _ in range(15):
+            for name, cost in (("one", 1 << 40), ("grouped", saved)):
+                parts.GROUP_COST_BLOCKS = cost
+                part = parts.PagedDecode(storage, [0] * rows, (lengths - 1).tolist(), [t.tolist() for t in tables],
+                                         torch.device("cpu"))
+                groups = max(groups, len(part.groups))
+                started = time.perf_counter()
+                for _ in range(iters):
+                    part.attend(_Sdpa(), 0, q_rows, new_k, new_v)  # type: ignore[arg-type]
+                times[name].append((time.perf_counter() - started) / iters * 1e6)
+    finally:
+        parts.GROUP_COST_BLOCKS = saved
+    return {"engine decode, one gather": statistics.median(times["one"]),
+            f"engine decode, {groups} width groups": statistics.median(times["grouped"])}
 
 
 def main() -> None:

@@ -216,7 +216,7 @@ def _limit(results: dict[str, Any]) -> list[str]:
 
 
 def _llm(results: dict[str, Any]) -> list[str]:
-    """The LLM scenario (benchmarks/llm.py): per cell, both servers and the ratios."""
+    """The LLM scenario (benchmarks/llm.py): per cell, each tserve engine against TorchServe."""
     llm = results.get("llm")
     if not llm:
         return []
@@ -232,25 +232,32 @@ def _llm(results: dict[str, Any]) -> list[str]:
              "HF bound: the same loop with Hugging Face's forward); decode = tserve's tokens after each first one "
              "over its time not spent prefilling (the worker's prefill stage). "
              f"Checks: {llm.get('checks')}.", "",
-             "| c | tserve tokens/s | TorchServe tokens/s | ratio | tserve TTFT p50 / p99 ms | "
+             "| tserve engine | c | tserve tokens/s | TorchServe tokens/s | ratio | tserve TTFT p50 / p99 ms | "
              "TorchServe TTFT p50 / p99 ms | TTFT p99 ratio | tserve ITL p99 ms | bound tokens/s "
              "| HF bound tokens/s | tserve / bound | decode / bound | load avg |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    srv, ratios = llm.get("servers", {}), llm.get("ratios", {})
-    for cell, r in ratios.items():
-        a, b = srv.get("tserve", {}).get(cell, {}), srv.get(PEER, {}).get(cell, {})
-        frac = llm.get("bound_fraction", {}).get(cell)
-        decode = llm.get("decode_fraction", {}).get(cell)
-        lines.append(
-            f"| {cell[1:]} | {_fmt(a.get('tokens_per_s'))} | {_fmt(b.get('tokens_per_s'))} | "
-            f"{_fmt(r.get('tokens_per_s'))} | {_fmt(a.get('ttft_p50_ms'))} / "
-            f"{_fmt(a.get('ttft_p99_ms'))} | {_fmt(b.get('ttft_p50_ms'))} / "
-            f"{_fmt(b.get('ttft_p99_ms'))} | {_fmt(r.get('ttft_p99_ms'))} | "
-            f"{_fmt(a.get('itl_p99_ms'))} | {_fmt(bound.get('tokens_per_s', {}).get(cell))} | "
-            f"{_fmt(bound.get('hf_forward_tokens_per_s', {}).get(cell))} | {_fmt(frac)} | {_fmt(decode)} | {_fmt(a.get('loadavg_1m'))} |")
-    lines += ["", "| LLM target | value | target | met |", "|---|---|---|---|"]
-    lines += [f"| {t['what']} | {_fmt(t['value'])} | {t['target']} | "
-              f"{_met(t['met'])} |" for t in llm.get("targets", [])]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    srv = llm.get("servers", {})
+    # the rectangle cache's verdict is the result's own keys; the paged cache's is under "paged"
+    variants = [(name, v) for name, v in (("tserve", llm), ("tserve-paged", llm.get("paged"))) if v]
+    for name, v in variants:
+        engine = "paged" if name == "tserve-paged" else "rectangle"
+        for cell, r in v.get("ratios", {}).items():
+            a, b = srv.get(name, {}).get(cell, {}), srv.get(PEER, {}).get(cell, {})
+            frac = v.get("bound_fraction", {}).get(cell)
+            decode = v.get("decode_fraction", {}).get(cell)
+            lines.append(
+                f"| {engine} | {cell[1:]} | {_fmt(a.get('tokens_per_s'))} | {_fmt(b.get('tokens_per_s'))} | "
+                f"{_fmt(r.get('tokens_per_s'))} | {_fmt(a.get('ttft_p50_ms'))} / "
+                f"{_fmt(a.get('ttft_p99_ms'))} | {_fmt(b.get('ttft_p50_ms'))} / "
+                f"{_fmt(b.get('ttft_p99_ms'))} | {_fmt(r.get('ttft_p99_ms'))} | "
+                f"{_fmt(a.get('itl_p99_ms'))} | {_fmt(bound.get('tokens_per_s', {}).get(cell))} | "
+                f"{_fmt(bound.get('hf_forward_tokens_per_s', {}).get(cell))} | {_fmt(frac)} | {_fmt(decode)} | "
+                f"{_fmt(a.get('loadavg_1m'))} |")
+    lines += ["", "| tserve engine | LLM target | value | target | met |", "|---|---|---|---|---|"]
+    for name, v in variants:
+        engine = "paged" if name == "tserve-paged" else "rectangle"
+        lines += [f"| {engine} | {t['what']} | {_fmt(t['value'])} | {t['target']} | "
+                  f"{_met(t['met'])} |" for t in v.get("targets", [])]
     lines.append("")
     return lines
 

@@ -145,3 +145,37 @@ def test_bare_loop_decodes_a_batch(tmp_path, monkeypatch) -> None:
     finally:
         child.close()
     assert child.proc.returncode == 0
+
+
+def test_paged_variant_adds_the_paged_keys_to_the_handler_block() -> None:
+    import yaml
+
+    config = yaml.safe_load(llm.paged_config(llm.TSERVE_CONFIG.read_text()))
+    plain = yaml.safe_load(llm.TSERVE_CONFIG.read_text())
+    assert config["handler"] == {**plain["handler"], "paged_kv_cache": True, "enable_prefix_caching": True}
+    assert {k: v for k, v in config.items() if k != "handler"} == {
+        k: v for k, v in plain.items() if k != "handler"}
+    assert llm.archive_name(llm.PAGED) != llm.archive_name("tserve")
+    with pytest.raises(ValueError, match="handler"):
+        llm.paged_config("minWorkers: 1\n")
+
+
+def test_report_shows_both_engines_and_the_paged_targets() -> None:
+    from benchmarks import report
+
+    def cell(tps: float, decode: float | None = None) -> dict:
+        c = {"tokens_per_s": tps, "ttft_p50_ms": 5.0, "ttft_p99_ms": 9.0}
+        return {**c, "decode_tokens_per_s": decode} if decode else c
+
+    cells = {"tserve": {"c8": cell(300, 380)}, llm.PAGED: {"c8": cell(330, 430)},
+             llm.PEER: {"c8": cell(100)}}
+    bounds = {"c8": 450.0}
+    result = {"settings": {}, "bound": {}, "servers": cells, **llm.verdict(cells, bounds),
+              "paged": llm.verdict(cells, bounds, llm.PAGED, llm.PAGED_BOUND_TARGET)}
+    text = "\n".join(report._llm({"llm": result}))
+    assert "| rectangle | 8 | 300 " in text and "| paged | 8 | 330 " in text
+    paged = {t["what"]: t for t in result["paged"]["targets"]}
+    assert paged["decode (time not prefilling) / bound c8"]["target"] == ">= 0.9"
+    assert paged["decode (time not prefilling) / bound c8"]["met"] is True  # 430 / 450 = 0.956
+    rect = {t["what"]: t for t in result["targets"]}
+    assert rect["decode (time not prefilling) / bound c8"]["met"] is True  # 0.844 >= 0.8

@@ -7,6 +7,8 @@ sequences only when it is a cached prefix. The tiny Llama of benchmarks/tiny_llm
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from llm_support import (  # noqa: F401 - fixtures
     model_dir_fixture,
@@ -19,6 +21,7 @@ from llm_support import (  # noqa: F401 - fixtures
 
 from ts.llm.engine import LLMRequestError, SamplingParams
 from ts.llm.llm_metrics import LLMMetrics
+from ts.llm.paged import parts
 from ts.llm.paged.engine import PagedEngine
 from ts.llm.paged.pool import BlockPool, BlockTable
 
@@ -108,6 +111,33 @@ def test_paged_greedy_equals_generate_mixed_lengths(model, tok):
         assert tokens(got[f"s{i}"]) == reference(model, x, n), f"prompt {i}"
         assert got[f"s{i}"][-1].finish_reason == "length"
     assert engine.preemptions == 0
+
+
+def test_decode_rows_in_width_groups_keep_greedy_tokens(model, tok, monkeypatch):
+    """Every decode step split into groups of similar table width (no group cost: the rows'
+    widths decide alone) gives the tokens of one group, row by row."""
+    monkeypatch.setattr(parts, "GROUP_COST_BLOCKS", 0)
+    seen = []
+    real = parts.width_groups
+    monkeypatch.setattr(parts, "width_groups", lambda widths, cost: seen.append(g := real(widths, cost)) or g)
+    ids = [tok(p)["input_ids"] for p in PROMPTS]
+    engine = PagedEngine(model, tok, block_size=4, max_batch_size=6, max_tokens_per_step=256)
+    got = drive(engine, {0: [(f"s{i}", x, 12) for i, x in enumerate(ids)]})
+    assert any(len(g) > 1 for g in seen)  # the steps did run in several groups
+    for i, x in enumerate(ids):
+        assert tokens(got[f"s{i}"]) == reference(model, x, 12), f"prompt {i}"
+
+
+def test_width_groups_split_only_where_padding_costs_more():
+    for widths in ([1, 10, 2, 9, 5, 5, 10, 1] * 4, [3, 3, 4], list(range(1, 11)) * 3):
+        for cost in (0, 8, 24, 10**6):
+            groups = parts.width_groups(widths, cost)
+            assert sorted(r for g in groups for r in g) == list(range(len(widths)))  # each row once
+            spans = [(min(widths[r] for r in g), max(widths[r] for r in g)) for g in groups]
+            assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))  # sorted, not overlapping
+    assert len(parts.width_groups([3, 3, 4], 24)) == 1       # padding of 2 blocks: not worth a group
+    assert len(parts.width_groups([1] * 16 + [10] * 16, 24)) == 2  # 144 padding blocks saved
+    assert len(parts.width_groups([1, 10, 2, 9], 10**6)) == 1
 
 
 def test_paged_preemption_by_recompute_keeps_greedy_tokens(model, tok):

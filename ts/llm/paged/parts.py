@@ -50,9 +50,34 @@ class _Paged:
         self.storage.write(layer, self.slots, k[0].transpose(0, 1), v[0].transpose(0, 1))
 
 
+# A width group costs a gather and an SDPA call more: worth it when it saves this many padding
+# blocks (rows x blocks) of copying and attention (about two calls' fixed cost on CPU).
+GROUP_COST_BLOCKS = 24
+
+
+def width_groups(widths: list[int], cost: int = GROUP_COST_BLOCKS) -> list[list[int]]:
+    """Row indices in groups of similar block-table width, so each group's gather pads to its own
+    widest table rather than the step's: the split of the rows sorted by width that minimises the
+    blocks read (rows x widest, per group) plus ``cost`` per group."""
+    order = sorted(range(len(widths)), key=widths.__getitem__)
+    w = [widths[i] for i in order]
+    n = len(w)
+    best = [0] + [0] * n  # best[j]: cheapest split of the j narrowest rows
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        best[j], cut[j] = min((best[i] + (j - i) * w[j - 1] + cost, i) for i in range(j))
+    groups, j = [], n
+    while j:
+        groups.append(order[cut[j]:j])
+        j = cut[j]
+    return groups[::-1]
+
+
 class PagedDecode(_Paged):
     """Sequence ``r``'s next token ``ids[r]`` at position ``positions[r]`` (its block table
-    ``tables[r]`` already has the block for it)."""
+    ``tables[r]`` already has the block for it). Rows are attended in groups of similar table
+    width (``width_groups``): a decode batch mixes short and long sequences, and one gather padded
+    to the longest table copied about twice the blocks the rows hold."""
 
     def __init__(self, storage: KVStorage, ids: list[int], positions: list[int], tables: list[list[int]],
                  device: torch.device) -> None:
@@ -61,16 +86,31 @@ class PagedDecode(_Paged):
                                                                                               strict=True)], device)
         self.rows = len(ids)
         self.sampled = torch.arange(self.rows, device=device)
-        self.table, widest = table_tensor(tables, device)
-        self.span = widest * bs
-        self.mask = (torch.arange(self.span, device=device) <= self.positions.unsqueeze(1)).view(
-            self.rows, 1, 1, self.span)
+        groups = width_groups([len(t) for t in tables], GROUP_COST_BLOCKS)
+        if len(groups) == 1:  # one gather over the rows in their own order
+            table, widest = table_tensor(tables, device)
+            self.table, self.span = table, widest * bs
+            self.mask = (torch.arange(self.span, device=device) <= self.positions.unsqueeze(1)).view(
+                self.rows, 1, 1, self.span)
+        self.groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        for rows in groups if len(groups) > 1 else []:
+            table, widest = table_tensor([tables[r] for r in rows], device)
+            index = torch.tensor(rows, device=device, dtype=torch.long)
+            mask = torch.arange(widest * bs, device=device) <= self.positions[index].unsqueeze(1)
+            self.groups.append((index, table, mask.view(len(rows), 1, 1, widest * bs)))
 
     def attend(self, fwd: Attention, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         self._write(layer, k, v)
-        keys, values = self.storage.gather(layer, self.table, self.rows)
-        out = fwd.attention(q[0].transpose(0, 1).unsqueeze(2), keys, values, self.mask)
-        return out.reshape(self.rows, fwd.q_size)
+        q = q[0].transpose(0, 1).unsqueeze(2)  # (rows, heads, 1, dim)
+        if not self.groups:
+            keys, values = self.storage.gather(layer, self.table, self.rows)
+            return fwd.attention(q, keys, values, self.mask).reshape(self.rows, fwd.q_size)
+        out = q.new_empty(self.rows, fwd.q_size)
+        for index, table, mask in self.groups:
+            keys, values = self.storage.gather(layer, table, len(index))
+            part = fwd.attention(q.index_select(0, index), keys, values, mask)
+            out.index_copy_(0, index, part.reshape(len(index), fwd.q_size))
+        return out
 
 
 class PagedPrefill(_Paged):
