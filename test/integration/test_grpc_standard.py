@@ -9,6 +9,8 @@
   grpc_max_rst_frames_per_window resets (CVE-2023-44487), the SETTINGS frame's
   MAX_CONCURRENT_STREAMS, grpc_max_connections closing connections over the cap.
 - use_native_io: epoll by default on Linux, NIO when false; both serve REST and gRPC.
+- Keepalive: the server PINGs idle connections every grpc_keepalive_time_ms; client PINGs more
+  often than grpc_permit_keepalive_time_ms get GOAWAY too_many_pings.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import h2.exceptions
 import h2.settings
 import pytest
 import requests
@@ -411,3 +414,64 @@ def test_connection_cap(capped, stubs) -> None:
     other = admitted(capped.grpc_management_port)
     assert other is not None
     other.close()
+
+
+# ---------------------------------------------------------------- keepalive keys
+
+KEEPALIVE_MS, PERMIT_MS = 10_000, 1000  # 10 s: grpc-java's least keepalive time (less is raised to it)
+
+
+@pytest.fixture(scope="module")
+def keepalive(store: Path) -> Iterator[harness.Server]:
+    """The server PINGs idle connections every 10 s; clients may PING every 1 s, with no call open."""
+    config = {"load_models": "echo.mar", "grpc_keepalive_time_ms": KEEPALIVE_MS, "grpc_keepalive_timeout_ms": 5000,
+              "grpc_permit_keepalive_time_ms": PERMIT_MS, "grpc_permit_keepalive_without_calls": "true"}
+    with harness.Server(store, config) as s:
+        yield s
+
+
+def test_server_pings_an_idle_connection_every_keepalive_time(keepalive) -> None:
+    raw = RawH2(keepalive.grpc_inference_port)
+    try:
+        raw.read_until(lambda e: isinstance(e, h2.events.RemoteSettingsChanged))
+        started = time.monotonic()
+        ping = raw.read_until(lambda e: isinstance(e, h2.events.PingReceived))  # acked by read_until
+        waited = time.monotonic() - started
+        # the key's 10 s, not the default 2 h (the read's deadline is 60 s)
+        assert isinstance(ping, h2.events.PingReceived) and waited >= KEEPALIVE_MS / 1000 * 0.9, (ping, waited)
+    finally:
+        raw.close()
+
+
+def client_pings(port: int, gap_s: float, count: int) -> h2.events.Event | None:
+    """``count`` PINGs ``gap_s`` apart on a connection with no call; the last event read: a PING
+    ack, or the server's GOAWAY, or None when it closed without one."""
+    raw = RawH2(port)
+    try:
+        raw.read_until(lambda e: isinstance(e, h2.events.RemoteSettingsChanged))
+        last = None
+        for i in range(count):
+            try:
+                raw.conn.ping(f"ping{i:04d}".encode())
+            except h2.exceptions.ProtocolError:  # GOAWAY came with the last ack: the connection is closed
+                return raw.read_until(lambda e: isinstance(e, h2.events.ConnectionTerminated))
+            raw.flush()
+            last = raw.read_until(lambda e: isinstance(e, (h2.events.PingAckReceived, h2.events.ConnectionTerminated)))
+            if not isinstance(last, h2.events.PingAckReceived):
+                return last
+            time.sleep(gap_s)
+        return last
+    finally:
+        raw.close()
+
+
+def test_client_pings_within_the_permitted_rate_are_answered(keepalive) -> None:
+    last = client_pings(keepalive.grpc_inference_port, PERMIT_MS / 1000 + 0.2, 4)
+    assert isinstance(last, h2.events.PingAckReceived), last
+
+
+def test_client_pings_faster_than_permitted_get_goaway(keepalive) -> None:
+    last = client_pings(keepalive.grpc_inference_port, 0.01, 10)
+    assert isinstance(last, h2.events.ConnectionTerminated), last
+    assert last.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, last
+    assert b"too_many_pings" in (last.additional_data or b""), last

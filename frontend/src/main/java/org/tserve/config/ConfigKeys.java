@@ -91,7 +91,7 @@ public final class ConfigKeys {
         k("grpc_max_concurrent_streams", Type.INT, "128", "gRPC calls in flight on one connection");
         k("grpc_max_rst_frames_per_window", Type.INT, "200", "RST_STREAMs a client may send per window, then GOAWAY");
         k("grpc_rst_frames_window_s", Type.INT, "10", "Seconds of the RST_STREAM window");
-        k("grpc_keepalive_time_ms", Type.LONG, "7200000", "The server PINGs an idle gRPC connection this often");
+        k("grpc_keepalive_time_ms", Type.LONG, "7200000", "The server PINGs an idle gRPC connection this often (at least 10000: gRPC raises less to it, with a warning)");
         k("grpc_keepalive_timeout_ms", Type.LONG, "20000", "and closes it when that PING is not acknowledged by then");
         k("grpc_permit_keepalive_time_ms", Type.LONG, "300000", "Clients PINGing more often than this get GOAWAY");
         k("grpc_permit_keepalive_without_calls", Type.BOOL, "false",

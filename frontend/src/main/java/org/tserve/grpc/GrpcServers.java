@@ -125,7 +125,7 @@ public final class GrpcServers {
         if (streams > 0) {
             b.maxConcurrentCallsPerConnection(streams);
         }
-        b.keepAliveTime(positiveOr(cfg.getLong("grpc_keepalive_time_ms")), TimeUnit.MILLISECONDS);
+        b.keepAliveTime(positiveOr(keepAliveMs(cfg.getLong("grpc_keepalive_time_ms"))), TimeUnit.MILLISECONDS);
         b.keepAliveTimeout(positiveOr(cfg.getLong("grpc_keepalive_timeout_ms")), TimeUnit.MILLISECONDS);
         b.permitKeepAliveTime(Math.max(0, cfg.getLong("grpc_permit_keepalive_time_ms")), TimeUnit.MILLISECONDS);
         b.permitKeepAliveWithoutCalls(cfg.getBool("grpc_permit_keepalive_without_calls"));
@@ -141,6 +141,19 @@ public final class GrpcServers {
         if (grace > 0 && grace < Long.MAX_VALUE) {
             b.maxConnectionAgeGrace(grace, TimeUnit.MILLISECONDS);
         }
+    }
+
+    /** grpc-java raises a server keepalive time below 10 s to 10 s (KeepAliveManager's minimum). */
+    static final long MIN_KEEPALIVE_MS = 10_000;
+
+    /** The keepalive time grpc-java will use for {@code ms}, said in the log when it is not {@code ms}. */
+    static long keepAliveMs(long ms) {
+        if (ms > 0 && ms < MIN_KEEPALIVE_MS) {
+            LOG.warn("grpc_keepalive_time_ms=" + ms + " is below gRPC's minimum: the server PINGs idle connections every "
+                    + MIN_KEEPALIVE_MS + " ms (set " + MIN_KEEPALIVE_MS + " or more, or 0 for never)");
+            return MIN_KEEPALIVE_MS;
+        }
+        return ms;
     }
 
     /** 0 or less means "never" (grpc-java's own spelling of it is Long.MAX_VALUE). */

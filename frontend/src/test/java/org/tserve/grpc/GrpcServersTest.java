@@ -120,6 +120,15 @@ public class GrpcServersTest {
     }
 
     @Test
+    public void aKeepaliveTimeBelowGrpcsMinimumIsRaisedToIt() {
+        assertEquals(GrpcServers.MIN_KEEPALIVE_MS, GrpcServers.keepAliveMs(300));
+        assertEquals(GrpcServers.MIN_KEEPALIVE_MS, GrpcServers.keepAliveMs(9_999));
+        assertEquals(10_000, GrpcServers.keepAliveMs(10_000));
+        assertEquals(7_200_000, GrpcServers.keepAliveMs(7_200_000));
+        assertEquals(0, GrpcServers.keepAliveMs(0)); // never: left to positiveOr
+    }
+
+    @Test
     public void pingIsHealthyJson() throws IOException {
         start(false, false);
         JsonObject o = JsonParser.parseString(inference().ping(Empty.getDefaultInstance()).getHealth()).getAsJsonObject();
