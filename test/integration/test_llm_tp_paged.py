@@ -10,7 +10,7 @@ import re
 
 import pytest
 import requests
-from llm_support import generate, greedy_texts, llm_server, reference
+from llm_support import conversation_texts, generate, greedy_texts, llm_server
 
 from benchmarks.tiny_llm import build_model, build_tokenizer
 
@@ -68,15 +68,8 @@ def test_a_conversation_on_two_tp_ranks_keeps_its_blocks(tmp_path) -> None:
     on one block count (the smallest), rank 1 replays rank 0's pins (``converse``, ``end``), and
     each turn's greedy text is ``generate``'s on the whole conversation."""
     tok = build_tokenizer()
-    model = build_model(tok)
     prompts = ["Once upon a time there was a little robot", " and then", " in the end"]
-    history: list[int] = []
-    expected = []
-    for prompt in prompts:
-        ids = history + tok(prompt)["input_ids"]
-        gen = reference(model, ids, NEW_TOKENS)
-        expected.append(tok.decode(gen, skip_special_tokens=True))
-        history = ids + gen
+    expected = conversation_texts(tok, build_model(tok), prompts, NEW_TOKENS)
     with llm_server(tmp_path, "tiny_tp_chat", STATEFUL_YAML) as server:
         seq = None
         got = []
