@@ -154,7 +154,8 @@ class PagedEngine(GenerationEngine):
 
     # ------------------------------------------------------------------ blocks
     def _make_room(self, blocks: int, keep: Sequence) -> bool:
-        """Preempt the newest sequences (not ``keep``) until ``blocks`` are available."""
+        """Unpin idle conversations, then preempt the newest sequences (not ``keep``), until
+        ``blocks`` are available."""
         while self.pool.available < blocks:
             if self.pins.unpin_one(self._busy(keep)):
                 continue
