@@ -1,6 +1,7 @@
 """The paged KV cache served for real: examples/llm's tiny Llama with ``paged_kv_cache: true``
 answers exactly ``generate``'s greedy text, a second request sharing the first one's long
-prefix is served from the prefix cache, and the hit rate reaches ``/metrics``."""
+prefix is served from the prefix cache, and the hit rate reaches ``/metrics``. The pool is sized
+from a memory budget (``kv_cache_memory_fraction``)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ handler:
   max_context: 256
   dtype: float32
   paged_kv_cache: true
-  kv_cache_blocks: 64
+  kv_cache_memory_fraction: 0.001   # ~1000 blocks of 2 KiB per GiB available; 64 make the context
   block_size: 4
 """
 

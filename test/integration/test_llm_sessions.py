@@ -59,17 +59,9 @@ def turn(server: harness.Server, prompt: str, seq: str | None = None, **headers:
 
 def expected_turns(reference_model, prompts: list[str]) -> list[str]:
     """Each turn's greedy text given the whole conversation before it."""
-    from llm_support import reference
+    from llm_support import conversation_texts
 
-    tok, model = reference_model
-    history: list[int] = []
-    out = []
-    for prompt in prompts:
-        ids = history + tok(prompt)["input_ids"]
-        gen = reference(model, ids, N)
-        out.append(tok.decode(gen, skip_special_tokens=True))
-        history = ids + gen
-    return out
+    return conversation_texts(*reference_model, prompts, N)
 
 
 def test_two_conversations_at_once_each_continue_their_own_history(server: harness.Server, reference_model) -> None:

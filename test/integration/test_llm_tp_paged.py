@@ -6,9 +6,13 @@ are preempted and recomputed) and with a prompt whose prefix is already cached."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import requests
-from llm_support import generate, greedy_texts, llm_server
+from llm_support import conversation_texts, generate, greedy_texts, llm_server
+
+from benchmarks.tiny_llm import build_model, build_tokenizer
 
 pytestmark = pytest.mark.slow
 
@@ -52,3 +56,34 @@ def test_paged_cache_on_two_tp_ranks_gives_greedy_tokens(tmp_path) -> None:
         assert "preempted (recompute)" in log  # 12 blocks of 4 could not hold all four at once
         d = requests.get(f"{server.management_url}/models/tiny_tp_paged", timeout=30).json()[0]
         assert len(d["workers"][0]["ranks"]) == 2
+
+
+STATEFUL_YAML = TP_YAML.replace("continuousBatching: true\n", "continuousBatching: true\nsequenceBatching: true\n"
+                                "sequenceMaxIdleMSec: 60000\n").replace(
+    "  kv_cache_blocks: 12\n", "  kv_cache_memory_fraction: 0.001\n  max_context: 256\n")
+
+
+def test_a_conversation_on_two_tp_ranks_keeps_its_blocks(tmp_path) -> None:
+    """A stateful conversation with the pool sized by kv_cache_memory_fraction: both ranks agree
+    on one block count (the smallest), rank 1 replays rank 0's pins (``converse``, ``end``), and
+    each turn's greedy text is ``generate``'s on the whole conversation."""
+    tok = build_tokenizer()
+    prompts = ["Once upon a time there was a little robot", " and then", " in the end"]
+    expected = conversation_texts(tok, build_model(tok), prompts, NEW_TOKENS)
+    with llm_server(tmp_path, "tiny_tp_chat", STATEFUL_YAML) as server:
+        seq = None
+        got = []
+        for i, prompt in enumerate(prompts):
+            headers = {"ts_request_sequence_id": seq} if seq else {}
+            if i == len(prompts) - 1:
+                headers["ts_request_sequence_end"] = "true"
+            r = requests.post(f"{server.inference_url}/predictions/tiny_tp_chat", headers=headers, timeout=120,
+                              json={"prompt": prompt, "max_new_tokens": NEW_TOKENS, "temperature": 0})
+            assert r.status_code == 200, r.text
+            seq = r.headers["ts_request_sequence_id"]
+            got.append(r.json()["text"])
+        assert got == expected
+        log = "".join(p.read_text(errors="replace") for p in server.workdir.rglob("*.log"))
+        budgets = re.findall(r"KV cache: (\d+) blocks of 4 tokens, \d+ bytes per block", log)  # after the MIN
+        agreed = re.findall(r"paged KV cache \((\d+) blocks of 4 tokens", log)  # each rank's engine
+        assert budgets and len(set(budgets)) == 1 and set(agreed) == set(budgets), (budgets, agreed)

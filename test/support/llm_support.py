@@ -74,6 +74,19 @@ def reference(model, ids: list[int], n: int, eos: int | list[int] | None = None)
     return out[0, len(ids):].tolist()
 
 
+def conversation_texts(tok, model, prompts: list[str], n: int) -> list[str]:
+    """Each turn's greedy text given the whole conversation before it (ts/llm/sessions.py): the
+    earlier turns' prompt and generated ids, then the turn's own prompt ids."""
+    history: list[int] = []
+    out = []
+    for prompt in prompts:
+        ids = history + tok(prompt)["input_ids"]
+        gen = reference(model, ids, n)
+        out.append(tok.decode(gen, skip_special_tokens=True))
+        history = ids + gen
+    return out
+
+
 @contextlib.contextmanager
 def llm_server(tmp: Path, model_name: str, model_config: str) -> Iterator[Any]:
     """A server with the tiny Llama (examples/llm) archived as ``model_name`` with this

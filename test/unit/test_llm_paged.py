@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import torch
 from llm_support import (  # noqa: F401 - fixtures
     model_dir_fixture,
     model_fixture,
@@ -85,20 +86,24 @@ def test_pool_lru_eviction_and_switch_off():
 
 
 # ---------------------------------------------------------------------- the engine
-def drive(engine, arrivals):
-    """Step until idle (arrivals[step] added before that step), checking the pool every step."""
+def drive(engine, arrivals, conversations=None):
+    """Step until idle (arrivals[step] added before that step; ``conversations``: sequence ->
+    its stateful conversation), checking the pool every step."""
     updates: dict[str, list] = {}
     step = 0
     while any(k >= step for k in arrivals) or engine.has_work():
         for seq_id, ids, n in arrivals.get(step, []):
             engine.add(seq_id, ids, SamplingParams(max_new_tokens=n, ignore_eos=True))
+            if seq_id in (conversations or {}):
+                engine.converse(seq_id, conversations[seq_id])
             updates[seq_id] = []
         for u in engine.step():
             updates[u.seq_id].append(u)
         engine.pool.check(engine.live_tables())
         step += 1
         assert step < 3000
-    assert engine.pool.available == engine.pool.num_blocks  # every block back (some still cached)
+    # every block back (some still cached), but those pinned for idle conversations
+    assert engine.pool.available + engine.pins.freeable(set()) == engine.pool.num_blocks
     return updates
 
 
@@ -223,6 +228,92 @@ def test_a_conversations_next_turn_finds_the_last_turns_blocks(model, tok):
     assert tokens(got["t2"]) == reference(model, second, 6)
 
 
+def _turn(engine, conv, request_id, sequence, ids, n, pin=True):
+    """One completed turn of ``sequence`` (its prompt after the conversation so far); its greedy tokens."""
+    from ts.llm.sessions import SEQUENCE_ID
+
+    prompt = conv.prompt(request_id, {SEQUENCE_ID: sequence}, ids)
+    got = tokens(drive(engine, {0: [(request_id, prompt, n)]}, {request_id: sequence} if pin else None)[request_id])
+    assert got == reference(engine.model, prompt, n)
+    conv.generated(request_id, got)
+    conv.finished(request_id, completed=True)
+    return prompt
+
+
+@pytest.mark.parametrize("pin", [True, False])
+def test_a_conversation_keeps_its_blocks_pinned_through_other_traffic(model, tok, pin):
+    """Turn 1 (21 + 12 tokens) leaves 8 full blocks; two other requests of 8 blocks each go
+    through the 16-block pool (the second would evict turn 1's blocks). Pinned, turn 2 finds all
+    8 blocks and prefills only its new tokens; unpinned (no ``converse``), they were evicted."""
+    from ts.llm.sessions import Conversations
+
+    conv = Conversations(enabled=True)
+    engine = PagedEngine(model, tok, num_blocks=16, block_size=4, max_batch_size=1)
+    first = _turn(engine, conv, "t1", "chat", tok(PROMPTS[3])["input_ids"], 12, pin)
+    assert engine.pins.blocks() == (8 if pin else 0)
+    for i, n in ((1, 14), (5, 6)):  # 31 tokens computed each: 8 blocks
+        got = drive(engine, {0: [(f"other{i}", tok(PROMPTS[i])["input_ids"], n)]})
+        assert tokens(got[f"other{i}"]) == reference(model, tok(PROMPTS[i])["input_ids"], n)
+    before = engine.prefix_stats.hit
+    second = _turn(engine, conv, "t2", "chat", tok(" and then", add_special_tokens=False)["input_ids"], 6, pin)
+    hit = engine.prefix_stats.hit - before
+    if pin:
+        assert hit == (len(first) + 12 - 1) // 4 * 4 == 32  # every full block of turn 1: only the new tokens run
+        assert engine.pins.blocks() == (len(second) + 6 - 1) // 4  # turn 2's pin replaced turn 1's
+        engine.end_conversation("chat")  # SEQUENCE_END
+        assert engine.pins.blocks() == 0
+    else:
+        assert hit < 32
+    assert engine.preemptions == 0
+    assert engine.pool.available == engine.pool.num_blocks
+    engine.pool.check(engine.live_tables())
+
+
+def test_pinned_idle_conversations_give_way_to_new_requests(model, tok):
+    """Two idle conversations pin 14 of 16 blocks. A new prompt needing 5 blocks is admitted by
+    unpinning the least recently used conversation (a); then a sequence growing past what is
+    left unpins b -- nobody is preempted, nothing fails."""
+    from ts.llm.sessions import Conversations
+
+    conv = Conversations(enabled=True)
+    engine = PagedEngine(model, tok, num_blocks=16, block_size=4, max_batch_size=1)
+    _turn(engine, conv, "a1", "a", tok(PROMPTS[3])["input_ids"], 8)  # 28 computed: 7 full blocks
+    _turn(engine, conv, "b1", "b", tok(PROMPTS[5])["input_ids"], 4)  # 29 computed: 7 full blocks
+    assert engine.pins.blocks() == 14 and engine.pool.available == 2
+    x = tok(PROMPTS[1])["input_ids"]  # 18 tokens: 5 blocks
+    got = drive(engine, {0: [("x", x, 8)]})
+    assert tokens(got["x"]) == reference(model, x, 8)
+    assert [len(t.blocks) for t in engine.pins.tables()] == [7]  # a gave way, b kept its blocks
+    y = tok(PROMPTS[4])["input_ids"]  # 7 tokens growing to 46: 12 blocks, more than the 9 unpinned
+    got = drive(engine, {0: [("y", y, 40)]})
+    assert tokens(got["y"]) == reference(model, y, 40)
+    assert engine.pins.blocks() == 0 and engine.preemptions == 0
+    assert engine.pool.available == engine.pool.num_blocks
+
+
+def test_bytes_per_block_is_the_storage_tensors_size(model, tok):
+    from ts.llm.paged.budget import blocks_in_budget, bytes_per_block
+
+    engine = PagedEngine(model, tok, num_blocks=10, block_size=4)
+    drive(engine, {0: [("s", tok(PROMPTS[0])["input_ids"], 2)]})  # the first write makes the tensors
+    real = sum(t.nbytes for t in (*engine.storage.keys, *engine.storage.values))
+    per_block = bytes_per_block(model.config, engine._num_layers, 4, model.dtype)
+    assert per_block * 10 == real
+    assert bytes_per_block(model.config, engine._num_layers, 4, model.dtype, tp_size=2) * 2 == per_block
+    assert bytes_per_block(model.config, engine._num_layers, 4, torch.bfloat16) * 2 == per_block
+    assert blocks_in_budget(0.5, 10 * per_block + 7, per_block) == 5
+
+
+def test_available_memory_without_psutil_reads_proc_meminfo(monkeypatch):
+    import sys
+
+    from ts.llm.paged.budget import available_bytes
+
+    with_psutil = available_bytes(torch.device("cpu"))
+    monkeypatch.setitem(sys.modules, "psutil", None)  # import psutil now raises ImportError
+    assert 0.5 < available_bytes(torch.device("cpu")) / with_psutil < 2
+
+
 class _Metric:
     def __init__(self, recorded: dict[str, float], name: str) -> None:
         self.recorded, self.name = recorded, name
@@ -266,3 +357,58 @@ def test_handler_keys_build_the_paged_engine_and_record_its_metrics(model_dir):
             h.step()
     assert 0 < h.context.metrics.recorded["llm_prefix_cache_hit_ratio"] < 1
     assert h.context.metrics.recorded["llm_kv_cache_usage_ratio"] == 0  # nothing running: every block is back
+
+
+def _handler(model_dir, cfg, **yaml):
+    from ts.context import Context
+    from ts.torch_handler.llm_handler import LLMHandler
+
+    h = LLMHandler()
+    h.initialize(Context("tiny", str(model_dir), {"model": {}}, 4, None, "test",
+                         model_yaml_config={"handler": cfg, **yaml}))
+    return h
+
+
+def test_kv_cache_memory_fraction_sizes_the_pool(model_dir, model, monkeypatch, caplog):
+    """2 layers x 2 (k, v) x 2 kv heads x 16 dims x 8 tokens x 4 bytes = 4096 bytes a block; a
+    context of 256 tokens needs 32 blocks of 8."""
+    from ts.handler_utils.distributed.config import ModelConfigError
+    from ts.llm.paged import budget
+
+    monkeypatch.setattr(budget, "available_bytes", lambda device: 100 * 4096 + 5)
+    with caplog.at_level("INFO", logger="ts.torch_handler.llm_handler"):
+        h = _handler(model_dir, {"paged_kv_cache": True, "kv_cache_memory_fraction": 0.5, "block_size": 8})
+    assert h.engine.pool.num_blocks == 50
+    assert "KV cache: 50 blocks of 8 tokens, 4096 bytes per block" in caplog.text
+    with pytest.raises(ModelConfigError, match=r"handler.kv_cache_memory_fraction: 0.25 .* gives 25 KV blocks of 8 "
+                                                r"tokens, fewer than the 32 .*raise kv_cache_memory_fraction"):
+        _handler(model_dir, {"paged_kv_cache": True, "kv_cache_memory_fraction": 0.25, "block_size": 8})
+    h = _handler(model_dir, {"paged_kv_cache": True, "kv_cache_memory_fraction": 0.25, "block_size": 8,
+                             "max_context": 192})  # 24 blocks: a shorter context fits
+    assert h.engine.pool.num_blocks == 25
+    with pytest.raises(ModelConfigError, match="handler.kv_cache_blocks and handler.kv_cache_memory_fraction"):
+        _handler(model_dir, {"paged_kv_cache": True, "kv_cache_memory_fraction": 0.5, "kv_cache_blocks": 40})
+    for bad in (0, 1.5, True, "half"):
+        with pytest.raises(ModelConfigError, match="handler.kv_cache_memory_fraction"):
+            _handler(model_dir, {"paged_kv_cache": True, "kv_cache_memory_fraction": bad})
+    with pytest.raises(ModelConfigError, match="handler.kv_cache_memory_fraction needs handler.paged_kv_cache"):
+        _handler(model_dir, {"kv_cache_memory_fraction": 0.5})
+
+
+def test_handler_pins_a_stateful_sequences_blocks_until_its_end(model_dir):
+    from ts.llm.sessions import SEQUENCE_ID
+
+    h = _handler(model_dir, {"paged_kv_cache": True, "kv_cache_blocks": 64, "block_size": 4, "max_new_tokens": 8},
+                 sequenceBatching=True, continuousBatching=True)
+    pinned = [0]
+    for rid, prompt in (("t1", "Once upon a time there was a little robot"), ("t2", " who loved")):
+        before = h.engine.prefix_stats.hit
+        h.add_request(rid, f'{{"prompt": "{prompt}"}}'.encode(), {SEQUENCE_ID: "chat-9"})
+        while h.has_work():
+            h.step()
+        hit = h.engine.prefix_stats.hit - before
+        pinned.append(h.engine.pins.blocks())
+    assert pinned[1] > 0 and pinned[2] > pinned[1]  # turn 2's pin (a longer conversation) replaced turn 1's
+    assert hit == pinned[1] * h.engine.pool.block_size  # turn 2 found every block turn 1 pinned
+    h.end_sequence("chat-9")
+    assert h.engine.pins.blocks() == 0 and h.engine.pool.available == h.engine.pool.num_blocks

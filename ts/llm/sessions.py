@@ -7,8 +7,9 @@ prompt ids and generated ids, in order, then this turn's own prompt ids (as the 
 tokenized them: a chat request's template output, a plain prompt's tokens). A turn that did
 not finish (cancelled, refused, failed) leaves the conversation as it was. The rectangle KV cache
 is not kept between turns: each turn prefills the whole conversation again; with the paged cache
-(``handler.paged_kv_cache``) the earlier turns' full blocks are found in its prefix cache (while
-not evicted), so a turn computes only what follows them.
+(``handler.paged_kv_cache``) the earlier turns' full blocks stay pinned between turns
+(``ts/llm/paged/pins.py``, until SEQUENCE_END or the pool needs them), so a turn computes only
+what follows them.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ class Conversations:
         ids = self._history.get(sequence, []) + list(prompt_ids)
         self._turns[request_id] = _Turn(sequence, ids)
         return ids
+
+    def sequence_of(self, request_id: str) -> str | None:
+        """The sequence a running turn belongs to (None: not a stateful turn)."""
+        turn = self._turns.get(request_id)
+        return turn.sequence if turn is not None else None
 
     def generated(self, request_id: str, token_ids: list[int]) -> None:
         turn = self._turns.get(request_id)

@@ -35,7 +35,7 @@ from ts.handler_utils.distributed.config import (
     validate_section,
 )
 from ts.handler_utils.distributed.coordinator import RankCoordinator
-from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
+from ts.handler_utils.distributed.dist_env import RankInfo, device_for, ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
 from ts.llm.fields import CHAT, COMPLETIONS, GENERATE, TS
@@ -70,10 +70,13 @@ SETTINGS: dict[str, KeySpec] = {
     "paged_kv_cache": KeySpec(boolean, "true or false (default false: the rectangle batch cache)"),
     "kv_cache_blocks": KeySpec(positive_int, "a positive integer: blocks in the pool (default: max_batch_size "
                                "sequences of the whole context)"),
+    "kv_cache_memory_fraction": KeySpec(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                                        and 0 < v <= 1, "a number in (0, 1]: the pool gets the blocks that fit in "
+                                        "this share of the device's free memory after the model is loaded"),
     "block_size": KeySpec(positive_int, "a positive integer: tokens per KV block (default 16)"),
     "enable_prefix_caching": KeySpec(boolean, "true or false (default true with paged_kv_cache)"),
 }
-PAGED_KEYS = ("kv_cache_blocks", "block_size", "enable_prefix_caching")
+PAGED_KEYS = ("kv_cache_blocks", "kv_cache_memory_fraction", "block_size", "enable_prefix_caching")
 
 
 def find_model_dir(model_dir: str, model_path: str | None) -> str:
@@ -175,7 +178,7 @@ class LLMHandler(BaseHandler):
             max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
             max_context=self.settings.get("max_context"))
         self.engine = (PipelineEngine(stage, self.tokenizer, **limits) if stage is not None
-                       else self._engine(limits, fast_path))
+                       else self._engine(limits, fast_path, info))
         self.model_name = context.model_name
         self.llm_metrics = LLMMetrics(context.metrics if info.rank == 0 else None, context.model_name)
         self.conversations = Conversations(enabled=bool((self.model_yaml_config or {}).get("sequenceBatching")))
@@ -198,7 +201,8 @@ class LLMHandler(BaseHandler):
         setting = self.settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
         return {TS: setting, GENERATE: setting, COMPLETIONS: OPENAI_COMPLETIONS_MAX_TOKENS,
                 CHAT: self.engine.max_context}
-    def _engine(self, limits: dict[str, Any], fast_path: bool | None) -> GenerationEngine:
+
+    def _engine(self, limits: dict[str, Any], fast_path: bool | None, info: RankInfo) -> GenerationEngine:
         """The rectangle-cache engine, or the paged one (``handler.paged_kv_cache``)."""
         if not self.settings.get("paged_kv_cache"):
             given = [k for k in PAGED_KEYS if k in self.settings]
@@ -207,13 +211,51 @@ class LLMHandler(BaseHandler):
             return GenerationEngine(self.model, self.tokenizer, **limits, fast_path=fast_path)
         from ts.llm.paged.engine import DEFAULT_BLOCK_SIZE, PagedEngine
 
-        try:
-            return PagedEngine(self.model, self.tokenizer, **limits, fast_path=fast_path,
-                               num_blocks=self.settings.get("kv_cache_blocks"),
-                               block_size=self.settings.get("block_size", DEFAULT_BLOCK_SIZE),
-                               prefix_caching=self.settings.get("enable_prefix_caching", True))
+        block_size = self.settings.get("block_size", DEFAULT_BLOCK_SIZE)
+        num_blocks = self.settings.get("kv_cache_blocks")
+        fraction = self.settings.get("kv_cache_memory_fraction")
+        if num_blocks is not None and fraction is not None:
+            raise ModelConfigError("handler.kv_cache_blocks and handler.kv_cache_memory_fraction both size the KV "
+                                   "pool: give one of them")
+        if fraction is not None:
+            num_blocks = self._blocks_from_memory(fraction, block_size, info)
+        try:  # a budget of no block at all is refused below, naming its key
+            engine = PagedEngine(self.model, self.tokenizer, **limits, fast_path=fast_path,
+                                 num_blocks=None if num_blocks is None else max(1, num_blocks),
+                                 block_size=block_size,
+                                 prefix_caching=self.settings.get("enable_prefix_caching", True))
         except ValueError as exc:
             raise ModelConfigError(f"handler.paged_kv_cache: {exc}") from exc
+        need = engine.pool.blocks_for(engine.max_context)
+        if fraction is not None and num_blocks is not None and num_blocks < need:
+            raise ModelConfigError(
+                f"handler.kv_cache_memory_fraction: {fraction} of the free memory gives {num_blocks} KV "
+                f"blocks of {block_size} tokens, fewer than the {need} one sequence of the whole context "
+                f"({engine.max_context} tokens) needs: raise kv_cache_memory_fraction, lower max_context, or give "
+                "kv_cache_blocks")
+        return engine
+
+    def _blocks_from_memory(self, fraction: float, block_size: int, info: RankInfo) -> int:
+        """The blocks that fit in ``fraction`` of this device's free memory (the model loaded); on
+        several ranks the fewest any rank can hold (rank 0's block ids are every rank's)."""
+        from ts.llm.paged.budget import available_bytes, blocks_in_budget, bytes_per_block
+
+        assert self.device is not None
+        config = self.model.config
+        layers = int(config.get_text_config(decoder=True).num_hidden_layers)
+        per_block = bytes_per_block(config, layers, block_size, self.model.dtype, tp_size=info.world_size)
+        free = available_bytes(self.device)
+        if self.device.type == "cpu":  # the ranks on this host share its memory
+            free //= max(1, info.local_world_size)
+        blocks = blocks_in_budget(fraction, free, per_block)
+        if info.world_size > 1 and torch.distributed.is_initialized():
+            agreed = torch.tensor([blocks], device=self.device)
+            torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MIN)
+            blocks = int(agreed.item())
+        logger.info("KV cache: %d blocks of %d tokens, %d bytes per block, from kv_cache_memory_fraction %s of %d "
+                    "bytes free on %s (budget %d bytes)", blocks, block_size, per_block, fraction, free,
+                    self.device, int(fraction * free))
+        return blocks
 
     def _record_cache_metrics(self) -> None:
         """The paged cache's prefix hit ratio (docs/metrics.md), when a request ends; its block use is
@@ -263,6 +305,11 @@ class LLMHandler(BaseHandler):
         if self.coordinator is not None:
             params = dataclasses.asdict(req.params)
             self._commands.extend(["add", seq_id, ids, params, forks] for seq_id, ids, forks in groups)
+        conversation = self.conversations.sequence_of(request_id)
+        if conversation is not None and hasattr(self.engine, "converse"):  # the paged cache pins its blocks
+            self.engine.converse(groups[0][0], conversation)
+            if self.coordinator is not None:
+                self._commands.append(["converse", groups[0][0], conversation])
 
     def cancel(self, request_id: str) -> None:
         """Forget a request (its client went away): no more events for it; its slot and KV rows
@@ -296,6 +343,10 @@ class LLMHandler(BaseHandler):
             for command in payload["commands"]:
                 if command[0] == "add":
                     self.engine.add(command[1], command[2], SamplingParams(**command[3]), command[4])
+                elif command[0] == "converse":
+                    self.engine.converse(command[1], command[2])  # type: ignore[attr-defined]
+                elif command[0] == "end":
+                    self.engine.end_conversation(command[1])  # type: ignore[attr-defined]
                 else:
                     self.engine.cancel(command[1])
             torch.manual_seed(payload["seed"])
@@ -384,8 +435,13 @@ class LLMHandler(BaseHandler):
         return events
 
     def end_sequence(self, sequence_id: str) -> None:
-        """The frontend closed a stateful sequence (SEQUENCE_END): its conversation is forgotten."""
+        """The frontend closed a stateful sequence (SEQUENCE_END): its conversation is forgotten
+        (and the paged cache's pin on its blocks dropped)."""
         self.conversations.end(sequence_id)
+        if self.leader and hasattr(self.engine, "end_conversation"):  # other ranks follow rank 0's command
+            self.engine.end_conversation(sequence_id)
+            if self.coordinator is not None:
+                self._commands.append(["end", sequence_id])
 
     def step_stages(self) -> dict[str, float]:
         """Seconds the last step spent decoding and prefilling (the worker's ``decode`` and

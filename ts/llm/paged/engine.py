@@ -20,6 +20,9 @@ preempted sequence coming back.
   ``finish_reason`` "length" -- never an out-of-memory error.
 * Blocks go back the step a sequence ends, or when it is cancelled or aborted; full blocks keep
   their prefix hash and stay in the cache until evicted (least recently used first).
+* A stateful conversation's turn (``converse``) leaves its full blocks pinned for the next turn
+  (``pins.py``) until ``end_conversation``; an idle conversation's pin is given up before anyone
+  is preempted or kept waiting for blocks.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ts.llm.engine import GenerationEngine, LLMRequestError
 from ts.llm.fastpath.parts import Part
 from ts.llm.paged.hf_cache import PagedCache
 from ts.llm.paged.parts import PagedDecode, PagedPrefill
+from ts.llm.paged.pins import ConversationPins
 from ts.llm.paged.pool import BlockPool, BlockTable, PrefixStats
 from ts.llm.paged.storage import KVStorage
 from ts.llm.params import SamplingParams, SequenceUpdate
@@ -64,6 +68,8 @@ class PagedEngine(GenerationEngine):
         self._tables: dict[str, BlockTable] = {}
         self._computed: dict[str, int] = {}
         self.preemptions = 0
+        self.pins = ConversationPins(self.pool)
+        self._conversation: dict[str, str] = {}  # live sequence -> its stateful conversation
 
     @property
     def prefix_stats(self) -> PrefixStats:
@@ -71,7 +77,8 @@ class PagedEngine(GenerationEngine):
 
     @property
     def kv_cache_usage(self) -> float:
-        """The share of the pool's blocks that live sequences hold (cached unreferenced blocks count as free)."""
+        """The share of the pool's blocks that live sequences and conversation pins hold (cached
+        unreferenced blocks count as free)."""
         return 1 - self.pool.available / self.pool.num_blocks
 
     # ------------------------------------------------------------------ requests
@@ -119,19 +126,39 @@ class PagedEngine(GenerationEngine):
             self._forget(seq)
         return super().abort_all()
 
-    def live_tables(self) -> list[BlockTable]:
-        return [self._tables[s.seq_id] for s in (*self._prefilling, *self._running)]
+    def converse(self, seq_id: str, conversation: str) -> None:
+        """``seq_id`` is a turn of ``conversation``: when it completes, its full blocks stay pinned."""
+        self._conversation[seq_id] = conversation
+        self.pins.touch(conversation)
 
-    def _forget(self, seq: Sequence) -> None:
+    def end_conversation(self, conversation: str) -> None:
+        self.pins.end(conversation)
+
+    def live_tables(self) -> list[BlockTable]:
+        """Every holder of block references: the running sequences' tables and the pins."""
+        return [self._tables[s.seq_id] for s in (*self._prefilling, *self._running)] + self.pins.tables()
+
+    def _forget(self, seq: Sequence, completed: bool = False) -> None:
         table = self._tables.pop(seq.seq_id, None)
+        conversation = self._conversation.pop(seq.seq_id, None)
         if table is not None:
+            if completed and conversation is not None:
+                self.pins.keep(conversation, table)
             self.pool.release(table)
         self._computed.pop(seq.seq_id, None)
 
+    def _busy(self, keep: Sequence) -> set[str]:
+        """Conversations whose pins stay under pressure: ``keep``'s and those computing now."""
+        seqs = (keep, *self._prefilling, *self._running)
+        return {c for s in seqs if (c := self._conversation.get(s.seq_id)) is not None}
+
     # ------------------------------------------------------------------ blocks
     def _make_room(self, blocks: int, keep: Sequence) -> bool:
-        """Preempt the newest sequences (not ``keep``) until ``blocks`` are available."""
+        """Unpin idle conversations, then preempt the newest sequences (not ``keep``), until
+        ``blocks`` are available."""
         while self.pool.available < blocks:
+            if self.pins.unpin_one(self._busy(keep)):
+                continue
             victims = [s for s in (*self._running, *self._prefilling) if s is not keep]
             if not victims:
                 return False
@@ -159,6 +186,9 @@ class PagedEngine(GenerationEngine):
         queried, hit = self.pool.stats.queried, self.pool.stats.hit
         covered = self.pool.match_prefix(tokens, table)
         need = self.pool.blocks_for(len(tokens)) - len(table.blocks)
+        if self.pool.available < need <= self.pool.available + self.pins.freeable(self._busy(seq)):
+            while self.pool.available < need and self.pins.unpin_one(self._busy(seq)):
+                pass
         if need > self.pool.available:
             self.pool.release(table)
             self.pool.stats.queried, self.pool.stats.hit = queried, hit  # looked up again when it joins
@@ -262,7 +292,7 @@ class PagedEngine(GenerationEngine):
                 seq.finish_reason = "length"
                 delta = seq.text.finish()
                 self._ids.discard(seq.seq_id)
-                self._forget(seq)
+                self._forget(seq, completed=True)
                 logger.warning("sequence %s used the whole KV pool (%d blocks): ended by length", seq.seq_id,
                                self.pool.num_blocks)
                 updates.append(SequenceUpdate(seq.seq_id, [], delta, True, "length", len(seq.prompt_ids),
@@ -329,5 +359,5 @@ class PagedEngine(GenerationEngine):
         for seq, update in zip(seqs, updates, strict=True):
             if update.finished:
                 self._running.remove(seq)
-                self._forget(seq)
+                self._forget(seq, completed=update.finish_reason in ("stop", "length"))
         return updates

@@ -123,6 +123,10 @@ class BlockPool:
     def cached(self, block_hash_: int) -> bool:
         return self.prefix_caching and block_hash_ in self._index
 
+    def block_of(self, block_hash_: int) -> int | None:
+        """The block the index names ``block_hash_`` (live or cached), if any."""
+        return self._index.get(block_hash_) if self.prefix_caching else None
+
     def match_prefix(self, tokens: list[int], table: BlockTable) -> int:
         """Fill an empty ``table`` with the cached blocks of ``tokens``' prefix, leaving at least
         the last token to compute (its logits give the next token); returns the tokens covered."""
