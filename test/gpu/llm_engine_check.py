@@ -68,6 +68,15 @@ def main() -> int:
         "paged cache, HF forward": PagedEngine(model, tok, max_batch_size=4, block_size=4, num_blocks=20,
                                               fast_path=False),
     }
+    # the pool sized from a memory budget (kv_cache_memory_fraction): the blocks the arithmetic
+    # promises must take the bytes it says once the storage exists
+    from ts.llm.paged.budget import available_bytes, blocks_in_budget, bytes_per_block
+
+    per_block = bytes_per_block(model.config, model.config.num_hidden_layers, 4, dtype)
+    free = available_bytes(torch.device(args.device))
+    budget_blocks = min(blocks_in_budget(0.001, free, per_block), 4096)
+    engines["paged cache, pool from kv_cache_memory_fraction"] = PagedEngine(
+        model, tok, max_batch_size=4, block_size=4, num_blocks=budget_blocks)
     failed = False
     for name, engine in engines.items():
         batch = [(f"s{i}", x, SamplingParams(max_new_tokens=n, ignore_eos=True)) for i, x in enumerate(ids)]
@@ -80,6 +89,11 @@ def main() -> int:
         extra = ""
         if isinstance(engine, PagedEngine):
             extra = f", {engine.preemptions} preemptions, prefix hit rate {engine.prefix_stats.hit_rate:.2f}"
+        if name.endswith("kv_cache_memory_fraction"):
+            held = sum(t.nbytes for t in engine.storage.keys + engine.storage.values)
+            ok &= held == budget_blocks * per_block
+            extra += (f"; {budget_blocks} blocks of {per_block} B from 0.001 of {free} B free: storage holds "
+                      f"{held} B")
         print(f"{'ok  ' if ok else 'FAIL'} {name} on {args.device} {args.dtype}: {share:.1%} of tokens equal "
               f"generate's, worst argmax margin {worst:.4f}{extra}")
         failed |= not ok
