@@ -3,7 +3,9 @@
 Three torchrun ranks (gloo) split a 4-layer tiny Llama into stages of 1, 1 and 2 layers and run
 continuous batching (2 slots for 3 prompts, so one joins when another leaves; a token budget
 that prefills the long prompt in chunks): each prompt's tokens equal Hugging Face's greedy
-``generate`` run alone on the unsplit model. The load-time errors are checked in this process.
+``generate`` run alone on the unsplit model. Two ranks do the same over the paged KV cache, with a
+pool that forces preemption and two prompts sharing a 32-token prefix, their block tables
+compared after every step. The load-time errors are checked in this process.
 """
 
 from __future__ import annotations
@@ -65,6 +67,31 @@ def test_three_stages_give_the_unsplit_models_greedy_tokens(tmp_path: Path, tok)
     assert [s["cache_layers"] for s in stages] == [1, 1, 2], "each stage caches its own layers only"
     assert sum(s["parameters"] for s in stages) == sum(p.numel() for p in whole.parameters()), \
         "each weight is held by exactly one stage"
+
+
+PREFIX = "the quick brown fox jumps over the lazy dog and then the model server answered every request"
+PAGED_PROMPTS = ["Once upon a time", "a", PREFIX + " twice", PREFIX + " once more"]
+
+
+@pytest.mark.slow
+def test_two_stages_over_the_paged_cache_give_greedy_tokens(tmp_path: Path, tok) -> None:
+    """14 blocks of 4 tokens cannot hold the six sequences (n=2 included) at once: some are
+    preempted and recomputed on both stages; the second prefixed prompt finds the first's 8 full
+    prefix blocks. The stages' tables are equal after every step (the support script checks it)."""
+    out = tmp_path / "out.json"
+    script = [str(ROOT / "test" / "support" / "llm_pipeline_ranks.py"), "--layers", "2", "--new-tokens", "8",
+              "--max-batch-size", "4", "--max-tokens-per-step", "16", "--kv-cache-blocks", "14",
+              "--block-size", "4", "--output", str(out), *PAGED_PROMPTS]
+    code, logs = local_check.run_ranks(script, tmp_path, nproc=2, timeout=240)
+    assert code == 0 and out.is_file(), logs[-6000:]
+    result = json.loads(out.read_text())
+    whole = build_model(tok)
+    assert result["tokens"] == {p: reference(whole, tok(p)["input_ids"], 8) for p in PAGED_PROMPTS}
+    assert [e[0] for e in result["forked"]["n/1"]] == result["tokens"][PAGED_PROMPTS[0]]
+    assert result["preemptions"] > 0, "the 14-block pool forced preemption"
+    assert result["prefix_hit"] >= 32, "the second prompt found the shared prefix's blocks"
+    assert [s["cache_layers"] for s in result["stages"]] == [1, 1], "each stage's pool holds its own layer"
+    assert result["storage_layers"] == 1 and result["steps"] > 8
 
 
 @pytest.mark.parametrize("tied", [False, True], ids=["own-head", "tied-head"])

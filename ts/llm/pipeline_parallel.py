@@ -14,6 +14,11 @@ states go stage to stage with point-to-point ``send``/``recv``; the last stage s
 token ids (a few bytes) are broadcast to every rank, which all accept them the same way (stop
 strings, EOS, lengths): that is what keeps the schedules identical.
 
+With the paged KV cache (``PagedPipelineEngine``) it is the same: ``PagedEngine``'s scheduling
+runs on every rank from the same commands and tokens, so every stage allocates, shares (prefix
+hits), preempts and frees the same block ids; each stage's pool holds its own layers' keys and
+values of those blocks, and its layers attend over each sequence's blocks only.
+
 One microbatch per forward: the stages of a step run one after another, each idle while the
 others compute. Overlapping them (splitting the running batch into as many decode microbatches
 as stages, each a step behind the one before) is the later optimisation.
@@ -36,6 +41,7 @@ from ts.handler_utils.distributed.checkpoint import Checkpoint, find_checkpoint,
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.handler_utils.distributed.pipelining import stage_bounds
 from ts.llm.engine import GenerationEngine
+from ts.llm.paged.engine import PagedEngine
 from ts.llm.params import TokenLogprob
 from ts.llm.sampling import Sampled
 
@@ -196,6 +202,13 @@ class PipelineEngine(GenerationEngine):
     def _sample(self, logits: torch.Tensor | None, seqs: list[Any]) -> Sampled:
         sampled = super()._sample(logits, seqs) if self.stage.last else None
         return self.stage.share_sampled(sampled, seqs)
+
+
+class PagedPipelineEngine(PipelineEngine, PagedEngine):
+    """``PagedEngine`` on one pipeline stage: its scheduling of blocks (admission, prefix hits,
+    preemption by recompute, pins), ``PipelineEngine``'s forward and sampling. Its arguments are
+    ``PipelineEngine``'s and ``PagedEngine``'s keywords (``num_blocks``, ``block_size``,
+    ``prefix_caching``); the pool's storage holds this stage's layers only (its config counts them)."""
 
 
 def load_stage(path: str, dtype: Any, trust_remote_code: bool, rank: int, num_stages: int,

@@ -1,6 +1,7 @@
-"""The paged KV cache on two tensor-parallel torchrun ranks (gloo on CPU): rank 0 schedules the
-blocks (admission, preemption, prefix hits) and rank 1 replays the same steps, so both ranks' block
-tables stay equal and each holds its shard of the heads in every block. The tokens equal greedy
+"""The paged KV cache on two torchrun ranks (gloo on CPU), tensor parallel (each rank holds its
+shard of the heads in every block) and pipeline parallel (each stage its own layer's keys and
+values of every block): rank 0 schedules the blocks (admission, preemption, prefix hits) and
+rank 1 replays the same steps, so both ranks' block tables stay equal. The tokens equal greedy
 ``generate`` of the unsplit model with a pool too small for all the requests at once (sequences
 are preempted and recomputed) and with a prompt whose prefix is already cached."""
 
@@ -38,24 +39,29 @@ handler:
 """
 
 
-def test_paged_cache_on_two_tp_ranks_gives_greedy_tokens(tmp_path) -> None:
+@pytest.mark.parametrize("kind", ["tp", "pp"])
+def test_paged_cache_on_two_ranks_gives_greedy_tokens(tmp_path, kind: str) -> None:
     expected = greedy_texts(PROMPTS + [PREFIX + " twice"], NEW_TOKENS)
-    with llm_server(tmp_path, "tiny_tp_paged", TP_YAML) as server:
+    name = f"tiny_{kind}_paged"
+    with llm_server(tmp_path, name, TP_YAML.replace("parallelType: tp", f"parallelType: {kind}")) as server:
         # the four prompts in one completions request enter the engine in one step, so they are in
         # the pool together whatever the machine's speed (separate requests may not overlap)
-        r = requests.post(f"{server.inference_url}/predictions/tiny_tp_paged/v1/completions", timeout=120,
+        r = requests.post(f"{server.inference_url}/predictions/{name}/v1/completions", timeout=120,
                           json={"prompt": PROMPTS, "max_tokens": NEW_TOKENS, "temperature": 0})
         assert r.status_code == 200, r.text
         choices = sorted(r.json()["choices"], key=lambda c: c["index"])
         results = {prompt: c["text"] for prompt, c in zip(PROMPTS, choices, strict=True)}
-        r = generate(server, "tiny_tp_paged", PREFIX + " twice", NEW_TOKENS)  # the prefix's blocks are cached
+        r = generate(server, name, PREFIX + " twice", NEW_TOKENS)  # the prefix's blocks are cached
         assert r.status_code == 200, r.text
         results[PREFIX + " twice"] = r.json()["text"]
         assert results == expected
         log = "".join(p.read_text(errors="replace") for p in server.workdir.rglob("*.log"))
         assert "preempted (recompute)" in log  # 12 blocks of 4 could not hold all four at once
-        d = requests.get(f"{server.management_url}/models/tiny_tp_paged", timeout=30).json()[0]
+        if kind == "pp":
+            assert "stage 2/2 (decoder layers 1-1)" in log
+        d = requests.get(f"{server.management_url}/models/{name}", timeout=30).json()[0]
         assert len(d["workers"][0]["ranks"]) == 2
+
 
 
 STATEFUL_YAML = TP_YAML.replace("continuousBatching: true\n", "continuousBatching: true\nsequenceBatching: true\n"
@@ -63,14 +69,16 @@ STATEFUL_YAML = TP_YAML.replace("continuousBatching: true\n", "continuousBatchin
     "  kv_cache_blocks: 12\n", "  kv_cache_memory_fraction: 0.001\n  max_context: 256\n")
 
 
-def test_a_conversation_on_two_tp_ranks_keeps_its_blocks(tmp_path) -> None:
+@pytest.mark.parametrize("kind", ["tp", "pp"])
+def test_a_conversation_on_two_ranks_keeps_its_blocks(tmp_path, kind: str) -> None:
     """A stateful conversation with the pool sized by kv_cache_memory_fraction: both ranks agree
     on one block count (the smallest), rank 1 replays rank 0's pins (``converse``, ``end``), and
     each turn's greedy text is ``generate``'s on the whole conversation."""
     tok = build_tokenizer()
     prompts = ["Once upon a time there was a little robot", " and then", " in the end"]
     expected = conversation_texts(tok, build_model(tok), prompts, NEW_TOKENS)
-    with llm_server(tmp_path, "tiny_tp_chat", STATEFUL_YAML) as server:
+    yaml = STATEFUL_YAML.replace("parallelType: tp", f"parallelType: {kind}")
+    with llm_server(tmp_path, "tiny_tp_chat", yaml) as server:
         seq = None
         got = []
         for i, prompt in enumerate(prompts):
