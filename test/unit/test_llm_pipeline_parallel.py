@@ -67,6 +67,29 @@ def test_three_stages_give_the_unsplit_models_greedy_tokens(tmp_path: Path, tok)
         "each weight is held by exactly one stage"
 
 
+@pytest.mark.slow
+def test_two_stages_on_the_paged_cache_give_greedy_tokens_with_preemption_and_prefix_hits(tmp_path: Path, tok) -> None:
+    """Two stages, each with a 16-block pool of its own layers: three sequences that together
+    need more (preemption by recompute on both stages alike) and two prompts sharing a long
+    prefix (prefix hits); every prompt's tokens equal the unsplit model's greedy generate."""
+    shared = " ".join(["the quick brown fox jumps over the lazy dog"] * 3)
+    prompts = [shared + " once", shared + " and then", PROMPTS[0]]
+    out = tmp_path / "out.json"
+    script = [str(ROOT / "test" / "support" / "llm_pipeline_ranks.py"), "--layers", str(LAYERS),
+              "--new-tokens", str(NEW_TOKENS), "--max-batch-size", "3", "--max-tokens-per-step", "64",
+              "--paged-blocks", "16", "--block-size", "4", "--output", str(out), *prompts]
+    code, logs = local_check.run_ranks(script, tmp_path, nproc=2, timeout=240)
+    assert code == 0 and out.is_file(), logs[-6000:]
+    result = json.loads(out.read_text())
+    whole = build_model(tok, num_layers=LAYERS)
+    assert result["tokens"] == {p: reference(whole, tok(p)["input_ids"], NEW_TOKENS) for p in prompts}
+    stages = result["stages"]
+    assert [s["cache_layers"] for s in stages] == [2, 2], "each stage's pool holds its own layers only"
+    assert stages[0]["preemptions"] > 0, "the pool forced sequences out and back"
+    assert len({(s["preemptions"], s["prefix_hits"]) for s in stages}) == 1, "every stage ran the same schedule"
+    assert stages[0]["prefix_hits"] > 0, "the second prompt found the shared prefix's blocks"
+
+
 @pytest.mark.parametrize("tied", [False, True], ids=["own-head", "tied-head"])
 def test_each_stage_reads_only_its_own_weights_from_the_checkpoint(tmp_path: Path, tok, tied: bool) -> None:
     whole = build_model(tok, num_layers=3)

@@ -36,6 +36,7 @@ from ts.handler_utils.distributed.checkpoint import Checkpoint, find_checkpoint,
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.handler_utils.distributed.pipelining import stage_bounds
 from ts.llm.engine import GenerationEngine
+from ts.llm.paged.engine import PagedEngine
 from ts.llm.params import TokenLogprob
 from ts.llm.sampling import Sampled
 
@@ -180,13 +181,16 @@ def _parts(model: Any) -> tuple[nn.Module, nn.ModuleList, nn.Module]:
     return base, layers, norm
 
 
-class PipelineEngine(GenerationEngine):
-    """The ``GenerationEngine`` on one pipeline stage: its forward runs the stage, and the
-    sampled tokens come from the last stage (see the module docstring)."""
+class _OnStage:
+    """An engine whose forward runs one pipeline stage and whose sampled tokens come from the
+    last stage (see the module docstring); mixed into each engine's own scheduling below."""
+
+    stage: PipelineStage
+    _cache_kw: str
 
     def __init__(self, stage: PipelineStage, tokenizer: Any, **kwargs: Any) -> None:
         # a stage holds part of the model: the fast forward (ts/llm/fastpath) runs whole models only
-        super().__init__(stage.model, tokenizer, **kwargs, fast_path=False)
+        super().__init__(stage.model, tokenizer, **kwargs, fast_path=False)  # type: ignore[call-arg]
         self.stage = stage
 
     def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any,
@@ -194,8 +198,19 @@ class PipelineEngine(GenerationEngine):
         return self.stage.forward(input_ids, position_ids, cache, attention_mask, last, self._cache_kw)
 
     def _sample(self, logits: torch.Tensor | None, seqs: list[Any]) -> Sampled:
-        sampled = super()._sample(logits, seqs) if self.stage.last else None
+        sampled = super()._sample(logits, seqs) if self.stage.last else None  # type: ignore[misc]
         return self.stage.share_sampled(sampled, seqs)
+
+
+class PipelineEngine(_OnStage, GenerationEngine):
+    """The ``GenerationEngine`` (rectangle batch cache) on one pipeline stage."""
+
+
+class PagedPipelineEngine(_OnStage, PagedEngine):
+    """The ``PagedEngine`` on one pipeline stage (``handler.paged_kv_cache`` with ``parallelType:
+    pp``): every stage holds a pool of the same block ids for its own layers only, and the same
+    commands and sampled tokens give every stage the same block tables, preemptions and prefix
+    hits, so no block id ever crosses a link."""
 
 
 def load_stage(path: str, dtype: Any, trust_remote_code: bool, rank: int, num_stages: int,

@@ -40,7 +40,7 @@ from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
 from ts.llm.fields import CHAT, COMPLETIONS, GENERATE, TS
 from ts.llm.llm_metrics import LLMMetrics
-from ts.llm.pipeline_parallel import PipelineEngine, load_stage
+from ts.llm.pipeline_parallel import PagedPipelineEngine, PipelineEngine, PipelineStage, load_stage
 from ts.llm.sessions import COMPLETED, Conversations
 from ts.torch_handler.base_handler import BaseHandler
 
@@ -177,8 +177,7 @@ class LLMHandler(BaseHandler):
             max_tokens_per_step=self.settings.get("max_tokens_per_step", max(DEFAULT_MAX_TOKENS_PER_STEP, max_batch)),
             max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
             max_context=self.settings.get("max_context"))
-        self.engine = (PipelineEngine(stage, self.tokenizer, **limits) if stage is not None
-                       else self._engine(limits, fast_path, info))
+        self.engine = self._engine(limits, fast_path, info, stage)
         self.model_name = context.model_name
         self.llm_metrics = LLMMetrics(context.metrics if info.rank == 0 else None, context.model_name)
         self.conversations = Conversations(enabled=bool((self.model_yaml_config or {}).get("sequenceBatching")))
@@ -202,12 +201,16 @@ class LLMHandler(BaseHandler):
         return {TS: setting, GENERATE: setting, COMPLETIONS: OPENAI_COMPLETIONS_MAX_TOKENS,
                 CHAT: self.engine.max_context}
 
-    def _engine(self, limits: dict[str, Any], fast_path: bool | None, info: RankInfo) -> GenerationEngine:
-        """The rectangle-cache engine, or the paged one (``handler.paged_kv_cache``)."""
+    def _engine(self, limits: dict[str, Any], fast_path: bool | None, info: RankInfo,
+                stage: PipelineStage | None) -> GenerationEngine:
+        """The rectangle-cache engine, or the paged one (``handler.paged_kv_cache``); on a
+        pipeline stage (``stage``) its pipeline form."""
         if not self.settings.get("paged_kv_cache"):
             given = [k for k in PAGED_KEYS if k in self.settings]
             if given:
                 raise ModelConfigError(f"handler.{given[0]} needs handler.paged_kv_cache: true")
+            if stage is not None:
+                return PipelineEngine(stage, self.tokenizer, **limits)
             return GenerationEngine(self.model, self.tokenizer, **limits, fast_path=fast_path)
         from ts.llm.paged.engine import DEFAULT_BLOCK_SIZE, PagedEngine
 
@@ -218,12 +221,12 @@ class LLMHandler(BaseHandler):
             raise ModelConfigError("handler.kv_cache_blocks and handler.kv_cache_memory_fraction both size the KV "
                                    "pool: give one of them")
         if fraction is not None:
-            num_blocks = self._blocks_from_memory(fraction, block_size, info)
+            num_blocks = self._blocks_from_memory(fraction, block_size, info, stage is not None)
+        paged = dict(num_blocks=None if num_blocks is None else max(1, num_blocks), block_size=block_size,
+                     prefix_caching=self.settings.get("enable_prefix_caching", True))
         try:  # a budget of no block at all is refused below, naming its key
-            engine = PagedEngine(self.model, self.tokenizer, **limits, fast_path=fast_path,
-                                 num_blocks=None if num_blocks is None else max(1, num_blocks),
-                                 block_size=block_size,
-                                 prefix_caching=self.settings.get("enable_prefix_caching", True))
+            engine = (PagedPipelineEngine(stage, self.tokenizer, **limits, **paged) if stage is not None
+                      else PagedEngine(self.model, self.tokenizer, **limits, fast_path=fast_path, **paged))
         except ValueError as exc:
             raise ModelConfigError(f"handler.paged_kv_cache: {exc}") from exc
         need = engine.pool.blocks_for(engine.max_context)
@@ -235,15 +238,18 @@ class LLMHandler(BaseHandler):
                 "kv_cache_blocks")
         return engine
 
-    def _blocks_from_memory(self, fraction: float, block_size: int, info: RankInfo) -> int:
+    def _blocks_from_memory(self, fraction: float, block_size: int, info: RankInfo, pipeline: bool) -> int:
         """The blocks that fit in ``fraction`` of this device's free memory (the model loaded); on
-        several ranks the fewest any rank can hold (rank 0's block ids are every rank's)."""
+        several ranks the fewest any rank can hold (rank 0's block ids are every rank's). A
+        pipeline stage's blocks hold its own layers, every head; a tensor-parallel rank's every
+        layer, its share of the heads."""
         from ts.llm.paged.budget import available_bytes, blocks_in_budget, bytes_per_block
 
         assert self.device is not None
         config = self.model.config
         layers = int(config.get_text_config(decoder=True).num_hidden_layers)
-        per_block = bytes_per_block(config, layers, block_size, self.model.dtype, tp_size=info.world_size)
+        per_block = bytes_per_block(config, layers, block_size, self.model.dtype,
+                                    tp_size=1 if pipeline else info.world_size)
         free = available_bytes(self.device)
         if self.device.type == "cpu":  # the ranks on this host share its memory
             free //= max(1, info.local_world_size)
