@@ -35,12 +35,13 @@ from ts.handler_utils.distributed.config import (
     validate_section,
 )
 from ts.handler_utils.distributed.coordinator import RankCoordinator
-from ts.handler_utils.distributed.dist_env import RankInfo, device_for, ensure_process_group, rank_info
+from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
+from ts.llm.engine_choice import build_engine
 from ts.llm.fields import CHAT, COMPLETIONS, GENERATE, TS
 from ts.llm.llm_metrics import LLMMetrics
-from ts.llm.pipeline_parallel import PagedPipelineEngine, PipelineEngine, PipelineStage, load_stage
+from ts.llm.pipeline_parallel import load_stage
 from ts.llm.sessions import COMPLETED, Conversations
 from ts.torch_handler.base_handler import BaseHandler
 
@@ -76,7 +77,6 @@ SETTINGS: dict[str, KeySpec] = {
     "block_size": KeySpec(positive_int, "a positive integer: tokens per KV block (default 16)"),
     "enable_prefix_caching": KeySpec(boolean, "true or false (default true with paged_kv_cache)"),
 }
-PAGED_KEYS = ("kv_cache_blocks", "kv_cache_memory_fraction", "block_size", "enable_prefix_caching")
 
 
 def find_model_dir(model_dir: str, model_path: str | None) -> str:
@@ -177,7 +177,8 @@ class LLMHandler(BaseHandler):
             max_tokens_per_step=self.settings.get("max_tokens_per_step", max(DEFAULT_MAX_TOKENS_PER_STEP, max_batch)),
             max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
             max_context=self.settings.get("max_context"))
-        self.engine = self._engine(limits, fast_path, info, stage)
+        self.engine = build_engine(self.model, self.tokenizer, self.settings, limits, fast_path, info, stage,
+                                   self.device)
         self.model_name = context.model_name
         self.llm_metrics = LLMMetrics(context.metrics if info.rank == 0 else None, context.model_name)
         self.conversations = Conversations(enabled=bool((self.model_yaml_config or {}).get("sequenceBatching")))
@@ -200,68 +201,6 @@ class LLMHandler(BaseHandler):
         setting = self.settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
         return {TS: setting, GENERATE: setting, COMPLETIONS: OPENAI_COMPLETIONS_MAX_TOKENS,
                 CHAT: self.engine.max_context}
-
-    def _engine(self, limits: dict[str, Any], fast_path: bool | None, info: RankInfo,
-                stage: PipelineStage | None) -> GenerationEngine:
-        """The rectangle-cache engine, or the paged one (``handler.paged_kv_cache``); on a
-        pipeline stage (``stage``) its pipeline form."""
-        if not self.settings.get("paged_kv_cache"):
-            given = [k for k in PAGED_KEYS if k in self.settings]
-            if given:
-                raise ModelConfigError(f"handler.{given[0]} needs handler.paged_kv_cache: true")
-            if stage is not None:
-                return PipelineEngine(stage, self.tokenizer, **limits)
-            return GenerationEngine(self.model, self.tokenizer, **limits, fast_path=fast_path)
-        from ts.llm.paged.engine import DEFAULT_BLOCK_SIZE, PagedEngine
-
-        block_size = self.settings.get("block_size", DEFAULT_BLOCK_SIZE)
-        num_blocks = self.settings.get("kv_cache_blocks")
-        fraction = self.settings.get("kv_cache_memory_fraction")
-        if num_blocks is not None and fraction is not None:
-            raise ModelConfigError("handler.kv_cache_blocks and handler.kv_cache_memory_fraction both size the KV "
-                                   "pool: give one of them")
-        if fraction is not None:
-            num_blocks = self._blocks_from_memory(fraction, block_size, info, stage is not None)
-        paged = dict(num_blocks=None if num_blocks is None else max(1, num_blocks), block_size=block_size,
-                     prefix_caching=self.settings.get("enable_prefix_caching", True))
-        try:  # a budget of no block at all is refused below, naming its key
-            engine = (PagedPipelineEngine(stage, self.tokenizer, **limits, **paged) if stage is not None
-                      else PagedEngine(self.model, self.tokenizer, **limits, fast_path=fast_path, **paged))
-        except ValueError as exc:
-            raise ModelConfigError(f"handler.paged_kv_cache: {exc}") from exc
-        need = engine.pool.blocks_for(engine.max_context)
-        if fraction is not None and num_blocks is not None and num_blocks < need:
-            raise ModelConfigError(
-                f"handler.kv_cache_memory_fraction: {fraction} of the free memory gives {num_blocks} KV "
-                f"blocks of {block_size} tokens, fewer than the {need} one sequence of the whole context "
-                f"({engine.max_context} tokens) needs: raise kv_cache_memory_fraction, lower max_context, or give "
-                "kv_cache_blocks")
-        return engine
-
-    def _blocks_from_memory(self, fraction: float, block_size: int, info: RankInfo, pipeline: bool) -> int:
-        """The blocks that fit in ``fraction`` of this device's free memory (the model loaded); on
-        several ranks the fewest any rank can hold (rank 0's block ids are every rank's). A
-        pipeline stage's blocks hold its own layers, every head; a tensor-parallel rank's every
-        layer, its share of the heads."""
-        from ts.llm.paged.budget import available_bytes, blocks_in_budget, bytes_per_block
-
-        assert self.device is not None
-        config = self.model.config
-        layers = int(config.get_text_config(decoder=True).num_hidden_layers)
-        per_block = bytes_per_block(config, layers, block_size, self.model.dtype,
-                                    tp_size=1 if pipeline else info.world_size)
-        free = available_bytes(self.device)
-        if self.device.type == "cpu":  # the ranks on this host share its memory
-            free //= max(1, info.local_world_size)
-        blocks = blocks_in_budget(fraction, free, per_block)
-        if info.world_size > 1 and torch.distributed.is_initialized():
-            agreed = torch.tensor([blocks], device=self.device)
-            torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MIN)
-            blocks = int(agreed.item())
-        logger.info("KV cache: %d blocks of %d tokens, %d bytes per block, from kv_cache_memory_fraction %s of %d "
-                    "bytes free on %s (budget %d bytes)", blocks, block_size, per_block, fraction, free,
-                    self.device, int(fraction * free))
-        return blocks
 
     def _record_cache_metrics(self) -> None:
         """The paged cache's prefix hit ratio (docs/metrics.md), when a request ends; its block use is
