@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 
@@ -125,3 +126,35 @@ def test_a_rank_that_dies_fails_the_requests_in_flight(server: harness.Server, e
     again = generate(server, PROMPTS[3])
     assert again.status_code == 200, again.text
     assert again.json()["text"] == expected[PROMPTS[3]]
+
+
+PAGED_YAML = PP_YAML + """\
+  paged_kv_cache: true
+  block_size: 4
+  kv_cache_memory_fraction: 0.001
+"""
+
+
+def test_two_pp_stages_on_the_paged_cache(tmp_path_factory: pytest.TempPathFactory, expected) -> None:
+    """handler.paged_kv_cache with parallelType pp: each stage runs the paged engine over a pool of
+    its own layer sized from the memory budget (the same block count on both stages), and the
+    tokens are the unsplit model's, for prompts arriving while others run."""
+    with llm_server(tmp_path_factory.mktemp("pp-paged"), "tiny_pp", PAGED_YAML) as paged:
+        results: dict[str, str] = {}
+
+        def one(prompt: str) -> None:
+            r = generate(paged, prompt)
+            assert r.status_code == 200, r.text
+            results[prompt] = r.json()["text"]
+
+        threads = [threading.Thread(target=one, args=(p,)) for p in PROMPTS]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert results == expected
+        log = paged.logs("model_log.log")
+        engines = re.findall(r"stage (\d)/2 \(decoder layers [\d-]+\) on cpu.*paged KV cache \((\d+) blocks of 4 tokens",
+                             log)
+        assert sorted(stage for stage, _ in engines) == ["1", "2"], log[-3000:]
+        assert len({blocks for _, blocks in engines}) == 1, engines  # the MIN over the stages

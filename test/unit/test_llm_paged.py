@@ -376,7 +376,7 @@ def test_kv_cache_memory_fraction_sizes_the_pool(model_dir, model, monkeypatch, 
     from ts.llm.paged import budget
 
     monkeypatch.setattr(budget, "available_bytes", lambda device: 100 * 4096 + 5)
-    with caplog.at_level("INFO", logger="ts.llm.engine_setup"):
+    with caplog.at_level("INFO", logger="ts.torch_handler.llm_handler"):
         h = _handler(model_dir, {"paged_kv_cache": True, "kv_cache_memory_fraction": 0.5, "block_size": 8})
     assert h.engine.pool.num_blocks == 50
     assert "KV cache: 50 blocks of 8 tokens, 4096 bytes per block" in caplog.text

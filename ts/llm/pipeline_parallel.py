@@ -14,11 +14,6 @@ states go stage to stage with point-to-point ``send``/``recv``; the last stage s
 token ids (a few bytes) are broadcast to every rank, which all accept them the same way (stop
 strings, EOS, lengths): that is what keeps the schedules identical.
 
-With the paged KV cache (``PagedPipelineEngine``) it is the same: ``PagedEngine``'s scheduling
-runs on every rank from the same commands and tokens, so every stage allocates, shares (prefix
-hits), preempts and frees the same block ids; each stage's pool holds its own layers' keys and
-values of those blocks, and its layers attend over each sequence's blocks only.
-
 One microbatch per forward: the stages of a step run one after another, each idle while the
 others compute. Overlapping them (splitting the running batch into as many decode microbatches
 as stages, each a step behind the one before) is the later optimisation.
@@ -186,13 +181,16 @@ def _parts(model: Any) -> tuple[nn.Module, nn.ModuleList, nn.Module]:
     return base, layers, norm
 
 
-class PipelineEngine(GenerationEngine):
-    """The ``GenerationEngine`` on one pipeline stage: its forward runs the stage, and the
-    sampled tokens come from the last stage (see the module docstring)."""
+class _OnStage:
+    """An engine whose forward runs one pipeline stage and whose sampled tokens come from the
+    last stage (see the module docstring); mixed into each engine's own scheduling below."""
+
+    stage: PipelineStage
+    _cache_kw: str
 
     def __init__(self, stage: PipelineStage, tokenizer: Any, **kwargs: Any) -> None:
         # a stage holds part of the model: the fast forward (ts/llm/fastpath) runs whole models only
-        super().__init__(stage.model, tokenizer, **kwargs, fast_path=False)
+        super().__init__(stage.model, tokenizer, **kwargs, fast_path=False)  # type: ignore[call-arg]
         self.stage = stage
 
     def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any,
@@ -200,15 +198,19 @@ class PipelineEngine(GenerationEngine):
         return self.stage.forward(input_ids, position_ids, cache, attention_mask, last, self._cache_kw)
 
     def _sample(self, logits: torch.Tensor | None, seqs: list[Any]) -> Sampled:
-        sampled = super()._sample(logits, seqs) if self.stage.last else None
+        sampled = super()._sample(logits, seqs) if self.stage.last else None  # type: ignore[misc]
         return self.stage.share_sampled(sampled, seqs)
 
 
-class PagedPipelineEngine(PipelineEngine, PagedEngine):
-    """``PagedEngine`` on one pipeline stage: its scheduling of blocks (admission, prefix hits,
-    preemption by recompute, pins), ``PipelineEngine``'s forward and sampling. Its arguments are
-    ``PipelineEngine``'s and ``PagedEngine``'s keywords (``num_blocks``, ``block_size``,
-    ``prefix_caching``); the pool's storage holds this stage's layers only (its config counts them)."""
+class PipelineEngine(_OnStage, GenerationEngine):
+    """The ``GenerationEngine`` (rectangle batch cache) on one pipeline stage."""
+
+
+class PagedPipelineEngine(_OnStage, PagedEngine):
+    """The ``PagedEngine`` on one pipeline stage (``handler.paged_kv_cache`` with ``parallelType:
+    pp``): every stage holds a pool of the same block ids for its own layers only, and the same
+    commands and sampled tokens give every stage the same block tables, preemptions and prefix
+    hits, so no block id ever crosses a link."""
 
 
 def load_stage(path: str, dtype: Any, trust_remote_code: bool, rank: int, num_stages: int,

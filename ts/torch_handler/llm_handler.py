@@ -38,7 +38,7 @@ from ts.handler_utils.distributed.coordinator import RankCoordinator
 from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
-from ts.llm.engine_setup import build_engine
+from ts.llm.engine_choice import build_engine
 from ts.llm.fields import CHAT, COMPLETIONS, GENERATE, TS
 from ts.llm.llm_metrics import LLMMetrics
 from ts.llm.pipeline_parallel import load_stage
@@ -177,8 +177,8 @@ class LLMHandler(BaseHandler):
             max_tokens_per_step=self.settings.get("max_tokens_per_step", max(DEFAULT_MAX_TOKENS_PER_STEP, max_batch)),
             max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
             max_context=self.settings.get("max_context"))
-        self.engine = build_engine(self.settings, self.model, self.tokenizer, limits, fast_path, info, self.device,
-                                   stage)
+        self.engine = build_engine(self.model, self.tokenizer, self.settings, limits, fast_path, info, stage,
+                                   self.device)
         self.model_name = context.model_name
         self.llm_metrics = LLMMetrics(context.metrics if info.rank == 0 else None, context.model_name)
         self.conversations = Conversations(enabled=bool((self.model_yaml_config or {}).get("sequenceBatching")))

@@ -1,9 +1,7 @@
-"""Which engine ``llm_handler`` runs, from its ``handler`` settings: the rectangle batch cache
-(``engine.py``) or the paged KV cache (``paged/``, ``handler.paged_kv_cache``), on one process,
-on tensor-parallel ranks (the model sharded) or on a pipeline stage (``pipeline_parallel.py``);
-and the paged pool's size (``kv_cache_blocks``, or ``kv_cache_memory_fraction`` of the free
-memory, the ranks agreeing on the smallest count any of them holds).
-"""
+"""Which generation engine a worker runs, built from the handler's settings (docs/llm.md): the
+rectangle batch cache or the paged KV cache (``paged_kv_cache``), on one process, on
+tensor-parallel ranks, or as a pipeline stage; and the paged pool's size, given
+(``kv_cache_blocks``) or from a memory budget (``kv_cache_memory_fraction``)."""
 
 from __future__ import annotations
 
@@ -15,17 +13,21 @@ import torch
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.handler_utils.distributed.dist_env import RankInfo
 from ts.llm.engine import GenerationEngine
+from ts.llm.paged import budget
+from ts.llm.paged.engine import DEFAULT_BLOCK_SIZE, PagedEngine
 from ts.llm.pipeline_parallel import PagedPipelineEngine, PipelineEngine, PipelineStage
 
-logger = logging.getLogger(__name__)
+# the handler's log: these lines are part of its model load
+logger = logging.getLogger("ts.torch_handler.llm_handler")
 
 PAGED_KEYS = ("kv_cache_blocks", "kv_cache_memory_fraction", "block_size", "enable_prefix_caching")
 
 
-def build_engine(settings: dict[str, Any], model: Any, tokenizer: Any, limits: dict[str, Any],
-                 fast_path: bool | None, info: RankInfo, device: torch.device,
-                 stage: PipelineStage | None = None) -> GenerationEngine:
-    """The engine for ``model`` (``stage``: this rank's pipeline stage, whose model it is)."""
+def build_engine(model: Any, tokenizer: Any, settings: dict[str, Any], limits: dict[str, Any],
+                 fast_path: bool | None, info: RankInfo, stage: PipelineStage | None,
+                 device: torch.device) -> GenerationEngine:
+    """The rectangle-cache engine, or the paged one (``paged_kv_cache``); on a pipeline stage
+    (``stage``) its pipeline form."""
     if not settings.get("paged_kv_cache"):
         given = [k for k in PAGED_KEYS if k in settings]
         if given:
@@ -33,17 +35,14 @@ def build_engine(settings: dict[str, Any], model: Any, tokenizer: Any, limits: d
         if stage is not None:
             return PipelineEngine(stage, tokenizer, **limits)
         return GenerationEngine(model, tokenizer, **limits, fast_path=fast_path)
-    from ts.llm.paged.engine import DEFAULT_BLOCK_SIZE, PagedEngine
-
     block_size = settings.get("block_size", DEFAULT_BLOCK_SIZE)
     num_blocks = settings.get("kv_cache_blocks")
     fraction = settings.get("kv_cache_memory_fraction")
     if num_blocks is not None and fraction is not None:
         raise ModelConfigError("handler.kv_cache_blocks and handler.kv_cache_memory_fraction both size the KV "
                                "pool: give one of them")
-    if fraction is not None:  # a stage holds all the KV heads of its own layers; tp ranks a share of every layer's
-        num_blocks = blocks_from_memory(model, device, fraction, block_size, info,
-                                        tp_size=1 if stage is not None else info.world_size)
+    if fraction is not None:
+        num_blocks = blocks_from_memory(model, fraction, block_size, info, stage is not None, device)
     paged = dict(num_blocks=None if num_blocks is None else max(1, num_blocks), block_size=block_size,
                  prefix_caching=settings.get("enable_prefix_caching", True))
     try:  # a budget of no block at all is refused below, naming its key
@@ -51,7 +50,7 @@ def build_engine(settings: dict[str, Any], model: Any, tokenizer: Any, limits: d
                                else PagedEngine(model, tokenizer, **limits, fast_path=fast_path, **paged))
     except ValueError as exc:
         raise ModelConfigError(f"handler.paged_kv_cache: {exc}") from exc
-    assert engine.max_context is not None  # GenerationEngine refuses a model without one
+    assert engine.max_context is not None  # the paged engine sizes its default pool from it
     need = engine.pool.blocks_for(engine.max_context)
     if fraction is not None and num_blocks is not None and num_blocks < need:
         raise ModelConfigError(
@@ -62,25 +61,25 @@ def build_engine(settings: dict[str, Any], model: Any, tokenizer: Any, limits: d
     return engine
 
 
-def blocks_from_memory(model: Any, device: torch.device, fraction: float, block_size: int, info: RankInfo,
-                       tp_size: int) -> int:
+def blocks_from_memory(model: Any, fraction: float, block_size: int, info: RankInfo, pipeline: bool,
+                       device: torch.device) -> int:
     """The blocks that fit in ``fraction`` of this device's free memory (the model loaded); on
-    several ranks the fewest any rank can hold (rank 0's block ids are every rank's). A pipeline
-    stage's config counts its own layers only."""
-    from ts.llm.paged.budget import available_bytes, blocks_in_budget, bytes_per_block
-
+    several ranks the fewest any rank can hold (rank 0's block ids are every rank's). A
+    pipeline stage's blocks hold its own layers, every head; a tensor-parallel rank's every
+    layer, its share of the heads."""
     config = model.config
     layers = int(config.get_text_config(decoder=True).num_hidden_layers)
-    per_block = bytes_per_block(config, layers, block_size, model.dtype, tp_size=tp_size)
-    free = available_bytes(device)
+    per_block = budget.bytes_per_block(config, layers, block_size, model.dtype,
+                                       tp_size=1 if pipeline else info.world_size)
+    free = budget.available_bytes(device)
     if device.type == "cpu":  # the ranks on this host share its memory
         free //= max(1, info.local_world_size)
-    blocks = blocks_in_budget(fraction, free, per_block)
+    blocks = budget.blocks_in_budget(fraction, free, per_block)
     if info.world_size > 1 and torch.distributed.is_initialized():
         agreed = torch.tensor([blocks], device=device)
         torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MIN)
         blocks = int(agreed.item())
     logger.info("KV cache: %d blocks of %d tokens, %d bytes per block, from kv_cache_memory_fraction %s of %d "
-                "bytes free on %s (budget %d bytes)", blocks, block_size, per_block, fraction, free,
-                device, int(fraction * free))
+                "bytes free on %s (budget %d bytes)", blocks, block_size, per_block, fraction, free, device,
+                int(fraction * free))
     return blocks
