@@ -108,7 +108,8 @@ public final class ConfigKeys {
         k("model_store", Type.STRING, null, "Directory holding .mar archives (--model-store)");
         k("workflow_store", Type.STRING, null, "Where POST /workflows looks for .war files (default model_store)");
         k("load_models", Type.STRING, null,
-                "Models loaded at startup: all, or a comma list of ARCHIVE or NAME=ARCHIVE");
+                "Models loaded at startup: all, or a comma list of ARCHIVE or NAME=ARCHIVE (`--models`/`-m` values "
+                        + "are split on commas the same way, as TorchServe's are)");
         k("models", Type.STRING, null, "Per-model settings as JSON: name → version → model-config.yaml keys", MODELS);
         k("model_snapshot", Type.STRING, null,
                 "The models to start with, as config snapshots and KServe's runtime write them", MODEL_SNAPSHOT);
