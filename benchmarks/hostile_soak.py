@@ -65,27 +65,29 @@ def read_answers(sock: socket.socket, want: int, timeout: float) -> tuple[list[t
     sock.settimeout(timeout)
     buf = b""
     answers: list[tuple[int, bytes]] = []
-    while len(answers) < want:
-        while b"\r\n\r\n" not in buf:
+
+    def fill(enough: Callable[[], bool]) -> str:
+        """Read until ``enough()``: "" then, else how the connection ended first."""
+        nonlocal buf
+        while not enough():
             try:
                 chunk = sock.recv(65536)
             except (TimeoutError, OSError):
-                return answers, "open"
+                return "open"
             if not chunk:
-                return answers, "closed"
+                return "closed"
             buf += chunk
+        return ""
+
+    while len(answers) < want:
+        if ended := fill(lambda: b"\r\n\r\n" in buf):  # noqa: B023 - reads the buffer as it grows
+            return answers, ended
         head, buf = buf.split(b"\r\n\r\n", 1)
         lines = head.split(b"\r\n")
         fields = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(b":") for ln in lines[1:])}
         length = int(fields.get(b"content-length", b"0") or 0)
-        while len(buf) < length:
-            try:
-                chunk = sock.recv(65536)
-            except (TimeoutError, OSError):
-                return answers, "open"
-            if not chunk:
-                return answers, "closed"
-            buf += chunk
+        if ended := fill(lambda: len(buf) >= length):  # noqa: B023 - called before length changes
+            return answers, ended
         answers.append((int(lines[0].split()[1]), buf[:length]))
         buf = buf[length:]
     sock.settimeout(CLOSE_WAIT_S)  # a server that closes after its answer does so at once
