@@ -22,7 +22,7 @@ from llm_support import (  # noqa: F401 - fixtures
 
 from ts.llm.engine import LLMRequestError, SamplingParams
 from ts.llm.llm_metrics import LLMMetrics
-from ts.llm.paged import parts
+from ts.llm.paged import hf_cache, parts
 from ts.llm.paged.engine import PagedEngine
 from ts.llm.paged.pool import BlockPool, BlockTable
 
@@ -206,6 +206,28 @@ def test_paged_through_hugging_face_forward(model, tok):
     for i, x in enumerate(ids[:-1]):
         assert tokens(got[f"s{i}"]) == reference(model, x, 24), f"prompt {i}"
     assert tokens(got["t"]) == reference(model, ids[-1], 6)
+
+
+def test_a_one_token_prefill_chunk_sees_only_its_own_tokens(model, tok, monkeypatch):
+    """A prompt whose first chunk is one token (the step's budget left one) into a block another
+    sequence held before: Hugging Face's forward drops its own mask for a single query, so the
+    cache's mask must hide the slots the earlier owner left (they once gave wrong tokens)."""
+    chunks: list[tuple[int, int]] = []
+    prefill = hf_cache.PagedCache.prefill
+
+    def spy(self, blocks, start, n, device):
+        chunks.append((start, n))
+        return prefill(self, blocks, start, n, device)
+
+    monkeypatch.setattr(hf_cache.PagedCache, "prefill", spy)
+    prompts = ["Once upon a time", "a", "the quick brown fox jumps over the lazy dog", "serving large models is"]
+    ids = [tok(p)["input_ids"] for p in prompts]
+    engine = PagedEngine(model, tok, fast_path=False, num_blocks=64, block_size=4, max_batch_size=2,
+                         max_tokens_per_step=6)
+    got = drive(engine, {step: [(f"s{i}", ids[i], 10)] for i, step in enumerate((0, 1, 8, 11))})
+    assert (0, 1) in chunks, chunks  # the scenario: a one-token first chunk
+    for i, x in enumerate(ids):
+        assert tokens(got[f"s{i}"]) == reference(model, x, 10), f"prompt {i}"
 
 
 def test_a_conversations_next_turn_finds_the_last_turns_blocks(model, tok):

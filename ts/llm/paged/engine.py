@@ -62,7 +62,7 @@ class PagedEngine(GenerationEngine):
             num_blocks = self.max_batch_size * -(-context // block_size)
         self.pool = BlockPool(num_blocks, block_size, prefix_caching)
         self.storage = KVStorage(self._num_layers, num_blocks, block_size)
-        self._hf_cache = PagedCache(self.storage) if self._fast_forward is None else None
+        self._hf_cache = PagedCache(self.storage, next(model.parameters()).dtype) if self._fast_forward is None else None
         self.forward_path += f", paged KV cache ({num_blocks} blocks of {block_size} tokens, prefix caching " \
                              f"{'on' if prefix_caching else 'off'})"
         self._tables: dict[str, BlockTable] = {}
@@ -219,9 +219,9 @@ class PagedEngine(GenerationEngine):
         decoded = time.perf_counter()
         for seq, n in chunks:
             start = self._computed[seq.seq_id]
-            cache.prefill(self._tables[seq.seq_id].blocks, start, n, self.device)
+            mask = cache.prefill(self._tables[seq.seq_id].blocks, start, n, self.device)
             logits = self._forward(torch.tensor([self._tokens(seq)[start:start + n]], device=self.device),
-                                   torch.arange(start, start + n, device=self.device).unsqueeze(0), cache, None)
+                                   torch.arange(start, start + n, device=self.device).unsqueeze(0), cache, mask)
             self._computed_more(seq, n)
             if self._computed[seq.seq_id] == len(self._tokens(seq)):
                 self._prefilling.remove(seq)

@@ -6,12 +6,15 @@ The engine runs the model's forward this way where its fast forward cannot (tens
 ranks, whose weights are sharded, or ``fast_path: false``). The cache is set up before each
 forward for one layout:
 
-* ``decode``: one new token per row, each row's keys padded to the widest block table; the 2-D
-  attention mask the forward is given marks each row's real tokens (its length reported as the
-  cache's, so the causal part hides nothing);
+* ``decode``: one new token per row, each row's keys padded to the widest block table;
 * ``prefill``: a run of one sequence's tokens after ``start`` cached ones; the keys are its blocks
-  up to the run's end, and the causal mask from the cache position ``start`` hides the rest of
-  the last block.
+  up to the run's end.
+
+Each returns the whole 4-D additive attention mask of that layout (each query sees its sequence's
+keys up to its own position), which Hugging Face's forward uses as given. A 2-D padding mask
+would not do: from it the forward derives the causal part itself and, for a single query or an
+empty cache, skips the mask altogether (``is_causal``), since an ordinary cache holds no keys past
+the queries -- but a paged row's last block holds slots its earlier owner left behind.
 """
 
 from __future__ import annotations
@@ -47,30 +50,39 @@ class _PagedLayer(DynamicLayer):  # type: ignore[no-untyped-call]  # transformer
         return self.owner.span, 0
 
 
+def visible(query_positions: torch.Tensor, span: int, dtype: torch.dtype) -> torch.Tensor:
+    """``(rows, 1, queries, span)`` additive mask: 0 where key ``j <= query_positions[row, q]``,
+    the dtype's lowest value elsewhere (the padding blocks and the rest of the last block)."""
+    keys = torch.arange(span, device=query_positions.device)
+    hidden = keys.view(1, 1, span) > query_positions.unsqueeze(-1)
+    return torch.zeros(hidden.shape, dtype=dtype, device=hidden.device).masked_fill_(
+        hidden, torch.finfo(dtype).min).unsqueeze(1)
+
+
 class PagedCache(Cache):
     """See the module docstring; ``decode`` or ``prefill`` before each forward."""
 
-    def __init__(self, storage: KVStorage) -> None:
+    def __init__(self, storage: KVStorage, dtype: torch.dtype) -> None:
         super().__init__(layers=[_PagedLayer(self, i) for i in range(storage.num_layers)])
-        self.storage = storage
+        self.storage, self.dtype = storage, dtype
         self.slots = torch.empty(0, dtype=torch.long)
         self.table = torch.empty(0, dtype=torch.long)
         self.rows = self.span = self.past = 0
 
     def decode(self, tables: list[list[int]], positions: list[int], device: torch.device) -> torch.Tensor:
-        """Row ``r``'s new token at ``positions[r]``: the ``(rows, span)`` attention mask."""
+        """Row ``r``'s new token at ``positions[r]``: its attention mask."""
         bs = self.storage.block_size
         self.slots = torch.tensor([t[p // bs] * bs + p % bs for t, p in zip(tables, positions, strict=True)],
                                   device=device, dtype=torch.long)
         self.table, widest = table_tensor(tables, device)
         self.rows, self.span = len(tables), widest * bs
         self.past = self.span - 1
-        return (torch.arange(self.span, device=device).unsqueeze(0)
-                <= torch.tensor(positions, device=device).unsqueeze(1)).long()
+        return visible(torch.tensor(positions, device=device).unsqueeze(1), self.span, self.dtype)
 
-    def prefill(self, blocks: list[int], start: int, n: int, device: torch.device) -> None:
-        """``n`` tokens of one sequence at ``start`` onwards (no attention mask: causal only)."""
+    def prefill(self, blocks: list[int], start: int, n: int, device: torch.device) -> torch.Tensor:
+        """``n`` tokens of one sequence at ``start`` onwards: their attention mask."""
         bs = self.storage.block_size
         self.slots = torch.tensor(slots_of(blocks, start, n, bs), device=device, dtype=torch.long)
         self.table, widest = table_tensor([blocks[:-(-(start + n) // bs)]], device)
         self.rows, self.span, self.past = 1, widest * bs, start
+        return visible(torch.arange(start, start + n, device=device).unsqueeze(0), self.span, self.dtype)
