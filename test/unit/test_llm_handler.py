@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
@@ -230,6 +231,24 @@ def test_openai_errors(handler, kind, body, status, param, fragment):
     assert event.status == status and event.final is not None and event.message == err.value.message
     assert json.loads(event.final) == {"error": {"message": err.value.message, "type": "invalid_request_error",
                                                  "param": param, "code": err.value.code}}
+    assert not handler.has_work()
+
+
+def test_a_forced_tool_call_with_response_format_is_refused_for_the_combination(handler, monkeypatch):
+    """The combination is what the client must change, so it is named even where llguidance is
+    missing (the grammar would be compiled first, and the client told to install a library)."""
+    monkeypatch.setitem(sys.modules, "llguidance", None)  # import llguidance raises ImportError
+    messages = [{"role": "user", "content": "x"}]
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    with pytest.raises(LLMRequestError) as err:
+        handler.add_request("e", json.dumps({"messages": messages, "tools": tools, "tool_choice": "required",
+                                             "response_format": {"type": "json_object"}}).encode(),
+                            {OAI: "chat.completions"})
+    assert err.value.param == "tool_choice" and "cannot be combined" in err.value.message
+    with pytest.raises(LLMRequestError) as err:  # response_format alone: the missing library
+        handler.add_request("e", json.dumps({"messages": messages, "response_format": {"type": "json_object"}}).encode(),
+                            {OAI: "chat.completions"})
+    assert err.value.param == "response_format" and "pip install llguidance" in err.value.message
     assert not handler.has_work()
 
 

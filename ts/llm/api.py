@@ -41,6 +41,7 @@ from ts.llm.fields import (
 )
 from ts.llm.logprob_format import chat_logprobs, completion_logprobs
 from ts.llm.params import GenerationResult, SequenceUpdate, TokenLogprob
+from ts.llm.structured import constrains
 from ts.llm.tools import ToolPolicy, tool_policy
 
 JSON_TYPE = "application/json"
@@ -138,6 +139,11 @@ class LLMRequest:
             form = TS if kind == GENERATE else kind
             default = (default_max_new_tokens if isinstance(default_max_new_tokens, int)
                        else default_max_new_tokens[kind])
+            if kind == CHAT:  # before sampling(), which compiles response_format's grammar
+                req.tools = tool_policy(obj)
+                if req.tools is not None and req.tools.forced and constrains(obj.get("response_format")):
+                    raise bad("tool_choice", "tool_choice required or a named function constrains the output "
+                               "to a call: it cannot be combined with response_format", code="unsupported_value")
             req.params = sampling(obj, form, default)
             req.report_logprobs = req.params.logprobs is not None
             if kind in (COMPLETIONS, CHAT):
@@ -148,13 +154,8 @@ class LLMRequest:
                            "computed): drop one of them", code="unsupported_value")
             if req.best_of > req.n and req.params.logprobs is None:
                 req.params.logprobs = 0  # best_of ranks the sequences by their cumulative logprob
-            if kind == CHAT:
-                req.tools = tool_policy(obj)
-                if req.tools is not None and req.tools.forced:
-                    if req.params.grammar is not None:
-                        raise bad("tool_choice", "tool_choice required or a named function constrains the output "
-                                   "to a call: it cannot be combined with response_format", code="unsupported_value")
-                    req.params.grammar = req.tools.grammar()
+            if req.tools is not None and req.tools.forced:
+                req.params.grammar = req.tools.grammar()
             req.prompts = ([chat_ids(obj, tokenizer, chat_template, req.tools.tools if req.tools else None)]
                            if kind == CHAT else prompt_ids(obj, tokenizer))
             if len(req.prompts) > 1 and kind != COMPLETIONS:

@@ -38,6 +38,12 @@ def _llguidance() -> Any:
     return llguidance
 
 
+def constrains(response_format: Any) -> bool:
+    """Whether ``response_format`` asks for structured output (anything but absent or text)."""
+    return response_format is not None and not (isinstance(response_format, dict)
+                                                and response_format.get("type") == "text")
+
+
 def grammar_from_response_format(value: Any) -> str | None:
     """OpenAI's ``response_format`` as a grammar (None for plain text); a bad one is a 400."""
     if value is None:
