@@ -44,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import models, servers
+from benchmarks import models, rawhttp, servers
 from ts.utils.free_ports import free_port, free_port_block
 
 DEEP = b"[" * 1000 + b"]" * 1000
@@ -61,41 +61,10 @@ FIXED_BY = {"deep_json": "hardworker", "wrong_key": "HTTP hardening", "huge_form
 
 
 def read_answers(sock: socket.socket, want: int, timeout: float) -> tuple[list[tuple[int, bytes]], str]:
-    """Up to ``want`` HTTP answers (status, body) and how the connection ended: closed/open."""
-    sock.settimeout(timeout)
-    buf = b""
-    answers: list[tuple[int, bytes]] = []
-
-    def fill(enough: Callable[[], bool]) -> str:
-        """Read until ``enough()``: "" then, else how the connection ended first."""
-        nonlocal buf
-        while not enough():
-            try:
-                chunk = sock.recv(65536)
-            except (TimeoutError, OSError):
-                return "open"
-            if not chunk:
-                return "closed"
-            buf += chunk
-        return ""
-
-    while len(answers) < want:
-        if ended := fill(lambda: b"\r\n\r\n" in buf):  # noqa: B023 - reads the buffer as it grows
-            return answers, ended
-        head, buf = buf.split(b"\r\n\r\n", 1)
-        lines = head.split(b"\r\n")
-        fields = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(b":") for ln in lines[1:])}
-        length = int(fields.get(b"content-length", b"0") or 0)
-        if ended := fill(lambda: len(buf) >= length):  # noqa: B023 - called before length changes
-            return answers, ended
-        answers.append((int(lines[0].split()[1]), buf[:length]))
-        buf = buf[length:]
-    sock.settimeout(CLOSE_WAIT_S)  # a server that closes after its answer does so at once
-    try:
-        closed = sock.recv(1) == b""
-    except (TimeoutError, OSError):
-        closed = False
-    return answers, "closed" if closed else "open"
+    """Up to ``want`` HTTP answers (status, body) and how the connection ended: closed/open (a
+    server that closes after its answer does so at once: ``CLOSE_WAIT_S``)."""
+    got = rawhttp.read(sock, expect=want, timeout=timeout, linger=CLOSE_WAIT_S)
+    return [(r.status, r.body) for r in got.responses[:want]], "closed" if got.closed else "open"
 
 
 class Target:

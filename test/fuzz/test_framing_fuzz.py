@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 import harness
-import rawhttp
+from benchmarks import rawhttp
 
 pytestmark = pytest.mark.slow
 

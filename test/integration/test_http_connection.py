@@ -1,6 +1,6 @@
 """The HTTP/1.1 connection contract against a real server (issue 27, items 2-6).
 
-Raw sockets (test/support/rawhttp.py) send what client libraries will not: pipelined requests, a
+Raw sockets (benchmarks/rawhttp.py) send what client libraries will not: pipelined requests, a
 Content-Length beside Transfer-Encoding, unknown transfer codings, broken chunks. Each answer must
 come in request order, and an unparseable request must end its connection so that the bytes after
 it are never served as a request. Forms are bounded (max_form_fields & co.), and the token failure
@@ -16,7 +16,7 @@ import pytest
 import requests
 
 import harness
-import rawhttp
+from benchmarks import rawhttp
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
-"""Raw HTTP/1.1 over a socket: for tests that need framing a client library will not send
-(pipelining, Content-Length beside Transfer-Encoding, broken chunks) and that read how the
-connection ends."""
+"""Raw HTTP/1.1 over a socket: for tests and the hostile soak (``hostile_soak.py``), which send
+framing a client library will not (pipelining, Content-Length beside Transfer-Encoding, broken
+chunks) and read how the connection ends."""
 
 from __future__ import annotations
 
@@ -57,32 +57,36 @@ def parse(data: bytes) -> tuple[list[Response], bytes]:
 
 
 def exchange(port: int, data: bytes, *, expect: int = 1, timeout: float = 10.0, linger: float = 1.0) -> Exchange:
-    """Sends `data` on a new connection; reads until `expect` responses came and then either the
-    connection closed or `linger` quiet seconds passed (an extra answer would show), or until
-    `timeout`."""
+    """Sends `data` on a new connection to 127.0.0.1 and reads the answers (``read``)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(data)
-        got = b""
-        deadline = time.monotonic() + timeout
-        closed = reset = False
-        while time.monotonic() < deadline:
-            responses, _ = parse(got)
-            # once the expected answers are in, wait briefly for an EOF (or an unexpected extra answer)
-            if len(responses) >= expect and linger <= 0:
+        return read(sock, expect=expect, timeout=timeout, linger=linger)
+
+
+def read(sock: socket.socket, *, expect: int = 1, timeout: float = 10.0, linger: float = 1.0) -> Exchange:
+    """Reads until `expect` responses came and then either the connection closed or `linger`
+    quiet seconds passed (an extra answer would show), or until `timeout`."""
+    got = b""
+    deadline = time.monotonic() + timeout
+    closed = reset = False
+    while time.monotonic() < deadline:
+        responses, _ = parse(got)
+        # once the expected answers are in, wait briefly for an EOF (or an unexpected extra answer)
+        if len(responses) >= expect and linger <= 0:
+            break
+        sock.settimeout(linger if len(responses) >= expect else max(0.05, deadline - time.monotonic()))
+        try:
+            part = sock.recv(65536)
+        except TimeoutError:
+            if len(responses) >= expect:
                 break
-            sock.settimeout(linger if len(responses) >= expect else max(0.05, deadline - time.monotonic()))
-            try:
-                part = sock.recv(65536)
-            except TimeoutError:
-                if len(responses) >= expect:
-                    break
-                continue
-            except ConnectionResetError:
-                closed = reset = True
-                break
-            if not part:
-                closed = True
-                break
-            got += part
-        responses, rest = parse(got)
-        return Exchange(responses, closed, reset, rest)
+            continue
+        except ConnectionResetError:
+            closed = reset = True
+            break
+        if not part:
+            closed = True
+            break
+        got += part
+    responses, rest = parse(got)
+    return Exchange(responses, closed, reset, rest)
