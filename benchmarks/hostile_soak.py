@@ -46,6 +46,7 @@ from typing import Any
 
 from benchmarks import models, rawhttp, servers
 from ts.utils.free_ports import free_port, free_port_block
+from ts.utils.process_tree import process_alive
 
 DEEP = b"[" * 1000 + b"]" * 1000
 FORM = b"a=1&" * 1_500_000  # 6 MB, 1.5 M fields
@@ -218,18 +219,11 @@ def carrying(marker: bytes) -> set[int]:
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                if marker in Path(f"/proc/{name}/environ").read_bytes() and alive(int(name)):
+                if marker in Path(f"/proc/{name}/environ").read_bytes() and process_alive(int(name)):
                     found.add(int(name))
             except OSError:
                 pass
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def soak(args: argparse.Namespace) -> dict[str, Any]:
@@ -310,7 +304,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         stop = subprocess.run([*cli, "--stop"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     report["stop"] = stop.stdout.strip().splitlines()[-1:] if stop.stdout else []
     time.sleep(1)
-    left = sorted(p for p in seen | carrying(marker) if alive(p))
+    left = sorted(p for p in seen | carrying(marker) if process_alive(p))
     for pid in left:  # ours: report them, then end them
         try:
             os.kill(pid, signal.SIGKILL)

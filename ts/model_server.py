@@ -23,6 +23,7 @@ from typing import Any
 
 import ts
 from ts.arg_parser import ArgParser
+from ts.utils.process_tree import process_alive, stop_process_tree
 from ts.version import version_line
 from ts.warmstart import spawn as zygote_spawn
 
@@ -167,60 +168,6 @@ def running_pid() -> int | None:
     except OSError:
         return None
     return pid if MAIN_CLASS in cmdline else None
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (workers, torchrun agents and their ranks), from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def process_alive(pid: int) -> bool:
-    """True while `pid` runs (a zombie, exited but not yet reaped, counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def stop_process_tree(pid: int, timeout: float = STOP_TIMEOUT_S) -> bool:
-    """SIGTERM the frontend (it stops its workers), then SIGKILL whatever is left. True if graceful."""
-    tree = descendants(pid)
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return True
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and process_alive(pid):
-        time.sleep(0.1)
-    graceful = not process_alive(pid)
-    leftovers = [p for p in [pid, *tree, *descendants(pid)] if process_alive(p)]
-    for p in leftovers:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return graceful and not leftovers
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -408,7 +355,7 @@ def stop() -> int:
         return 0
     print(f"Stopping TorchServe (pid {pid})...", flush=True)
     key_files = {p for p in (Path("key_file.json").resolve(), server_key_file(pid)) if p is not None}
-    graceful = stop_process_tree(pid)
+    graceful = stop_process_tree(pid, STOP_TIMEOUT_S)
     pid_file().unlink(missing_ok=True)
     for key_file in key_files:  # TorchServe deletes key_file.json on --stop
         key_file.unlink(missing_ok=True)

@@ -21,7 +21,7 @@ from test_cli import cli_env, run_cli  # noqa: F401  (fixture and helper of the 
 from test_distributed import TP_YAML, build, check_answers, describe, environ, inputs
 
 import harness
-from ts import model_server
+from ts.utils import process_tree
 
 pytestmark = pytest.mark.slow
 
@@ -116,7 +116,7 @@ def test_rank_killed_under_load_then_stop_leaves_nothing(tmp_path: Path, cli_env
         assert third["pid"] != agent and not harness.alive(agent)
         seen |= {third["pid"]} | {r["pid"] for r in third["ranks"]}
         check_answers(server, "tp_mlp")
-        seen |= set(model_server.descendants(frontend))
+        seen |= set(process_tree.descendants(frontend))
         assert "torchrun has no restarts left" in (logs / "ts_log.log").read_text()
     finally:
         stopped = run_cli(["--stop"], env, tmp_path)

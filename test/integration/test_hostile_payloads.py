@@ -18,7 +18,7 @@ import pytest
 import requests
 
 import harness
-from ts import model_server
+from ts.utils import process_tree
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +89,7 @@ def test_forged_manifest_versions_are_refused(server: harness.Server, store: Pat
 
 
 def alive_pids(pids: list[int]) -> list[int]:
-    return [p for p in pids if model_server.process_alive(p)]  # a zombie is gone
+    return [p for p in pids if process_tree.process_alive(p)]  # a zombie is gone
 
 
 def reap(pids: list[int]) -> None:

@@ -83,9 +83,9 @@ def test_torchrun_example_through_the_server(store: Path, reference: list[dict],
 
 def _rank_pid(server: harness.Server, rank: int) -> int:
     """The pid of one rank of the server's torchrun worker (read from /proc)."""
-    from ts import model_server
+    from ts.utils import process_tree
 
-    for pid in model_server.descendants(server.pid):
+    for pid in process_tree.descendants(server.pid):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
             env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")

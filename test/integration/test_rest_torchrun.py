@@ -11,7 +11,7 @@ import pytest
 import requests
 
 import harness
-from ts import model_server
+from ts.utils import process_tree
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ def test_tensor_parallel_worker_spans_two_ranks(tmp_path: Path) -> None:
         answer = out.json()
         # rank 0 answers; the all-reduce shows both ranks ran the batch
         assert answer == {"rank": 0, "world_size": 2, "sum_of_ranks": 1, "text": "hello"}
-        ranks = model_server.descendants(agent)
+        ranks = process_tree.descendants(agent)
         assert len(ranks) >= 2, "expected the agent's two rank processes"
         assert "rank 1: " in s.logs("model_log.log")
         r = requests.put(s.management_url + "/models/tp?min_worker=0&max_worker=0&synchronous=true", timeout=120)

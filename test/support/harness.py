@@ -21,10 +21,11 @@ from typing import Any
 import requests
 
 from ts import model_server
+from ts.utils import process_tree
 from ts.utils.free_ports import free_port, free_port_block  # noqa: F401 (tests use them from here)
 
 REPO = Path(__file__).resolve().parents[2]
-alive = model_server.process_alive
+alive = process_tree.process_alive
 # Where a Server without a `workdir` makes its own; the repository's conftest.py sets it to a folder
 # among pytest's tmp_path folders (kept for the last three runs, like them). None: the system TMPDIR.
 WORK_ROOT: Path | None = None
@@ -251,7 +252,7 @@ class Server:
         """SIGTERM the frontend, wait, then SIGKILL its whole process group. Returns its exit code."""
         if self.proc is None:
             return None
-        tree = model_server.descendants(self.proc.pid)
+        tree = process_tree.descendants(self.proc.pid)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
