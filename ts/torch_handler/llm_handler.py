@@ -23,23 +23,21 @@ from typing import Any
 import torch
 
 from ts.context import Context
-from ts.handler_utils.distributed.config import (
-    KeySpec,
-    ModelConfigError,
-    boolean,
-    dtype_name,
-    positive_int,
-    section,
-    string,
-    to_dtype,
-    validate_section,
-)
+from ts.handler_utils.distributed.config import ModelConfigError, section, to_dtype, validate_section
 from ts.handler_utils.distributed.coordinator import RankCoordinator
 from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
 from ts.llm.engine_choice import build_engine
 from ts.llm.fields import CHAT, COMPLETIONS, GENERATE, TS
+from ts.llm.handler_settings import (
+    DEFAULT_MAX_NEW_TOKENS,
+    DEFAULT_MAX_TOKENS_PER_STEP,
+    DEFAULT_MAX_WAITING,
+    OPENAI_COMPLETIONS_MAX_TOKENS,
+    SETTINGS,
+    find_model_dir,
+)
 from ts.llm.llm_metrics import LLMMetrics
 from ts.llm.pipeline_parallel import load_stage
 from ts.llm.sessions import COMPLETED, Conversations
@@ -48,56 +46,6 @@ from ts.torch_handler.base_handler import BaseHandler
 logger = logging.getLogger(__name__)
 
 __all__ = ["LLMEvent", "LLMHandler", "LLMRequestError"]
-
-DEFAULT_MAX_NEW_TOKENS = 64
-OPENAI_COMPLETIONS_MAX_TOKENS = 16  # OpenAI's documented default for completions' max_tokens
-DEFAULT_MAX_TOKENS_PER_STEP = 512
-DEFAULT_MAX_WAITING = 256
-
-SETTINGS: dict[str, KeySpec] = {
-    "model_path": KeySpec(string, "a Hugging Face model folder (absolute, or relative to the model dir)"),
-    "max_batch_size": KeySpec(positive_int, "a positive integer (default: batchSize)"),
-    "max_tokens_per_step": KeySpec(positive_int, "a positive integer, at least max_batch_size"),
-    "max_waiting": KeySpec(positive_int, "a positive integer"),
-    "max_new_tokens": KeySpec(positive_int, "a positive integer"),
-    "max_context": KeySpec(positive_int, "a positive integer, at most the model's max_position_embeddings"),
-    "chat_template": KeySpec(string, "a Jinja chat template string"),
-    "dtype": KeySpec(lambda v: v == "auto" or dtype_name(v), "auto, float32, float16 or bfloat16"),
-    "trust_remote_code": KeySpec(boolean, "true or false"),
-    "fast_path": KeySpec(boolean, "true or false (default: the engine's fast forward when the model supports it)"),
-    "strict_fields": KeySpec(boolean, "true or false (default false: unknown OpenAI request fields are ignored "
-                                      "with a warning)"),
-    # the paged KV cache (ts/llm/paged, docs/llm.md); vLLM's names where vLLM has the knob
-    "paged_kv_cache": KeySpec(boolean, "true or false (default false: the rectangle batch cache)"),
-    "kv_cache_blocks": KeySpec(positive_int, "a positive integer: blocks in the pool (default: max_batch_size "
-                               "sequences of the whole context)"),
-    "kv_cache_memory_fraction": KeySpec(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-                                        and 0 < v <= 1, "a number in (0, 1]: the pool gets the blocks that fit in "
-                                        "this share of the device's free memory after the model is loaded"),
-    "block_size": KeySpec(positive_int, "a positive integer: tokens per KV block (default 16)"),
-    "enable_prefix_caching": KeySpec(boolean, "true or false (default true with paged_kv_cache)"),
-}
-
-
-def find_model_dir(model_dir: str, model_path: str | None) -> str:
-    """The Hugging Face folder: handler.model_path, the model dir itself, or its one subfolder
-    holding a config.json."""
-    if model_path:
-        path = model_path if os.path.isabs(model_path) else os.path.join(model_dir, model_path)
-        if not os.path.isfile(os.path.join(path, "config.json")):
-            raise ModelConfigError(f"handler.model_path: {path} has no config.json (a folder saved with "
-                                   "save_pretrained)")
-        return path
-    if os.path.isfile(os.path.join(model_dir, "config.json")):
-        return model_dir
-    found = sorted(d for d in os.listdir(model_dir) if os.path.isfile(os.path.join(model_dir, d, "config.json")))
-    if len(found) == 1:
-        return os.path.join(model_dir, found[0])
-    raise ModelConfigError(
-        f"no Hugging Face model folder in {model_dir}: " + (f"several hold a config.json ({', '.join(found)})"
-                                                            if found else "no config.json found")
-        + "; archive the save_pretrained folder as an extra file or set handler.model_path")
-
 
 class LLMHandler(BaseHandler):
     """A causal LM behind the generation engine; see the module docstring."""

@@ -20,9 +20,9 @@ from ts.context import Context
 from ts.handler_utils.distributed.config import ModelConfigError, section
 from ts.llm.api import LLMEvent, LLMRequest, error_event
 from ts.llm.engine import LLMRequestError
+from ts.llm.handler_settings import DEFAULT_MAX_NEW_TOKENS, find_model_dir
 from ts.llm.params import SequenceUpdate, TokenLogprob
 from ts.torch_handler.base_handler import BaseHandler
-from ts.torch_handler.llm_handler import DEFAULT_MAX_NEW_TOKENS, find_model_dir
 
 logger = logging.getLogger(__name__)
 
