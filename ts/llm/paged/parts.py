@@ -62,10 +62,13 @@ def width_groups(widths: list[int], cost: int = GROUP_COST_BLOCKS) -> list[list[
     order = sorted(range(len(widths)), key=widths.__getitem__)
     w = [widths[i] for i in order]
     n = len(w)
-    best = [0] + [0] * n  # best[j]: cheapest split of the j narrowest rows
-    cut = [0] * (n + 1)
-    for j in range(1, n + 1):
-        best[j], cut[j] = min((best[i] + (j - i) * w[j - 1] + cost, i) for i in range(j))
+    # A cut inside a run of equal widths never pays (the run's rows cost the same in the narrower
+    # group and pad the wider one), so cuts are tried only where the width changes: a few
+    # distinct widths per step, however many rows.
+    ends = [j for j in range(1, n + 1) if j == n or w[j] != w[j - 1]]
+    best, cut = {0: 0}, {0: 0}  # best[j]: cheapest split of the j narrowest rows
+    for k, j in enumerate(ends):
+        best[j], cut[j] = min((best[i] + (j - i) * w[j - 1] + cost, i) for i in (0, *ends[:k]))
     groups, j = [], n
     while j:
         groups.append(order[cut[j]:j])
