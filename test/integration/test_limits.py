@@ -85,6 +85,19 @@ def test_slowly_sent_request_gets_408(server: harness.Server) -> None:
     assert time.monotonic() - t0 < 10
 
 
+def test_a_408_lingers_while_the_client_still_sends(server: harness.Server) -> None:
+    """After the 408 the server shuts its side and reads what the client still sends for a while
+    (RFC 9112 9.6), rather than closing at once: a socket closed with bytes still arriving answers
+    them with a TCP reset, which can destroy the 408 before the client reads it."""
+    with connect(server) as sock:
+        sock.sendall(b"POST /predictions/hostile HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        answer = read_all(sock)  # nothing more sent: the 408 comes after request_read_timeout, then EOF
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        for _ in range(8):  # the client goes on sending, as a slow uploader would: no reset
+            sock.sendall(b"X-Slow: 1\r\n")
+            time.sleep(0.1)
+
+
 def test_slow_inference_is_not_cut(server: harness.Server) -> None:
     # the answer takes 4 s, twice the idle and read timeouts
     with connect(server) as sock:

@@ -178,8 +178,9 @@ final class ConnectionGuard {
         FullHttpResponse r = EarlyErrors.error(HttpResponseStatus.REQUEST_TIMEOUT, "RequestTimeoutException",
                 "The request was not received completely within request_read_timeout (" + readMillis / 1000 + " s)");
         r.headers().set(HttpHeaderNames.CONNECTION, "close");
-        // straight to the codec's encoder (the pipeline's head side), past the request state
-        channel.writeAndFlush(r).addListener(ChannelFutureListener.CLOSE);
+        // straight to the codec's encoder (the pipeline's head side), past the request state; the
+        // client is still sending (that is why it timed out): linger, so no reset destroys the 408
+        channel.writeAndFlush(r).addListener(LingeringClose.INSTANCE);
     }
 
     private static void cancel(ScheduledFuture<?> f) {
