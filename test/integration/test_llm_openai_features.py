@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 import torch
+from llm_support import llm_series
 
 import harness
 
@@ -244,21 +245,9 @@ def test_required_tool_choice_streams_one_call_and_the_result_goes_back(client) 
     assert done.choices[0].message.content is not None and not done.choices[0].message.tool_calls
 
 
-def llm_series(server: harness.Server) -> dict[str, float]:
-    """The tiny_llm samples of the llm_* families on /metrics: ``{name{labels but hostname}: value}``."""
-    text = requests.get(f"{server.metrics_url}/metrics", timeout=10).text
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r'^(llm_\w+)\{(.*)\} (\S+)$', line)
-        if m and 'model_name="tiny_llm"' in m.group(2):
-            labels = ",".join(p for p in m.group(2).split(",") if p and not p.startswith("hostname="))
-            out[f"{m.group(1)}{{{labels}}}"] = float(m.group(3))
-    return out
-
-
 def test_llm_metrics_on_prometheus_match_the_usage_answers_reported(client, server: harness.Server) -> None:
     key = '{model_name="tiny_llm"}'
-    before = llm_series(server)
+    before = llm_series(server, "tiny_llm")
     usages: list = []
 
     def one(i: int) -> None:
@@ -279,15 +268,15 @@ def test_llm_metrics_on_prometheus_match_the_usage_answers_reported(client, serv
     want_generated = sum(u.completion_tokens for u in usages)
 
     def delta(name: str) -> float:
-        return llm_series(server).get(name, 0.0) - before.get(name, 0.0)
+        return llm_series(server, "tiny_llm").get(name, 0.0) - before.get(name, 0.0)
 
     harness.wait_for(lambda: delta(f"llm_time_to_first_token_seconds_count{key}") == 6
                      and delta(f"llm_e2e_request_latency_seconds_count{key}") == 6, 15, what="the LLM metrics")
     assert delta(f"llm_prompt_tokens_total{key}") == want_prompt
     assert delta(f"llm_generation_tokens_total{key}") == want_generated
-    finished = sum(delta(k) for k in llm_series(server) if k.startswith("llm_requests_finished_total"))
+    finished = sum(delta(k) for k in llm_series(server, "tiny_llm") if k.startswith("llm_requests_finished_total"))
     assert finished == 6
-    now = llm_series(server)
+    now = llm_series(server, "tiny_llm")
     assert f"llm_num_requests_running{key}" in now and f"llm_kv_cache_usage_ratio{key}" in now
     # Prometheus naming: promtool check metrics finds nothing in the llm_* series (snake_case names
     # and labels, counters end in _total, durations in base units with their suffix)

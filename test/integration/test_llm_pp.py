@@ -15,7 +15,7 @@ import threading
 import pytest
 import requests
 from llm_support import generate as llm_generate
-from llm_support import llm_server
+from llm_support import llm_series, llm_server
 
 import harness
 
@@ -44,7 +44,7 @@ handler:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
-    with llm_server(tmp_path_factory.mktemp("pp"), "tiny_pp", PP_YAML) as s:
+    with llm_server(tmp_path_factory.mktemp("pp"), "tiny_pp", PP_YAML, {"metrics_mode": "prometheus"}) as s:
         yield s
 
 
@@ -89,6 +89,24 @@ def test_two_pp_ranks_give_the_unsplit_models_greedy_tokens(server: harness.Serv
     assert len(streamed) > 1, "the answer came in pieces"
     assert b"".join(streamed).decode().startswith(expected[PROMPTS[0]])
     assert results == {p: expected[p] for p in PROMPTS[1:]}
+
+
+def test_the_llm_metrics_of_rank_0_reach_prometheus(server: harness.Server) -> None:
+    """Rank 0 schedules and answers, so its engine's metrics are the worker's: they reach
+    /metrics (metrics_mode prometheus) as on one rank, the tokens counted as the answer reports."""
+    key = '{model_name="tiny_pp"}'
+    before = llm_series(server, "tiny_pp")
+    r = generate(server, PROMPTS[2])
+    assert r.status_code == 200, r.text
+    usage = r.json()["usage"]
+
+    def delta(name: str) -> float:
+        return llm_series(server, "tiny_pp").get(name, 0.0) - before.get(name, 0.0)
+
+    harness.wait_for(lambda: delta(f"llm_e2e_request_latency_seconds_count{key}") == 1, 15, what="the LLM metrics")
+    assert delta(f"llm_time_to_first_token_seconds_count{key}") == 1
+    assert delta(f"llm_prompt_tokens_total{key}") == usage["prompt_tokens"]
+    assert delta(f"llm_generation_tokens_total{key}") == usage["completion_tokens"] > 0
 
 
 def test_cancelled_streams_free_their_slots_on_both_stages(server: harness.Server, expected) -> None:

@@ -88,9 +88,10 @@ def conversation_texts(tok, model, prompts: list[str], n: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def llm_server(tmp: Path, model_name: str, model_config: str) -> Iterator[Any]:
-    """A server with the tiny Llama (examples/llm) archived as ``model_name`` with this
-    model-config.yaml, registered (a torchrun job when the config asks for ranks)."""
+def llm_server(tmp: Path, model_name: str, model_config: str, config: dict[str, Any] | None = None) -> Iterator[Any]:
+    """A server (config.properties keys ``config``) with the tiny Llama (examples/llm) archived as
+    ``model_name`` with this model-config.yaml, registered (a torchrun job when the config asks for
+    ranks)."""
     import harness
 
     (tmp / "model-config.yaml").write_text(model_config)
@@ -98,10 +99,27 @@ def llm_server(tmp: Path, model_name: str, model_config: str) -> Iterator[Any]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.build(tmp / "store", model_name=model_name, config_file=tmp / "model-config.yaml")
-    with harness.Server(tmp / "store", env={"HF_HUB_OFFLINE": "1", "TS_DIST_TIMEOUT_S": "60"}) as s:
+    with harness.Server(tmp / "store", config, env={"HF_HUB_OFFLINE": "1", "TS_DIST_TIMEOUT_S": "60"}) as s:
         r = s.register(f"{model_name}.mar", synchronous="true", timeout=300)
         assert r.status_code == 200, r.text
         yield s
+
+
+def llm_series(server: Any, model_name: str) -> dict[str, float]:
+    """``model_name``'s samples of the llm_* families on /metrics (metrics_mode prometheus):
+    ``{name{labels but hostname}: value}``."""
+    import re
+
+    import requests
+
+    text = requests.get(f"{server.metrics_url}/metrics", timeout=10).text
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'^(llm_\w+)\{(.*)\} (\S+)$', line)
+        if m and f'model_name="{model_name}"' in m.group(2):
+            labels = ",".join(p for p in m.group(2).split(",") if p and not p.startswith("hostname="))
+            out[f"{m.group(1)}{{{labels}}}"] = float(m.group(3))
+    return out
 
 
 def generate(server: Any, model_name: str, prompt: str, new_tokens: int, **kw: Any) -> Any:
