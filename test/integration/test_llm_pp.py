@@ -15,7 +15,7 @@ import threading
 import pytest
 import requests
 from llm_support import generate as llm_generate
-from llm_support import llm_series, llm_server
+from llm_support import llm_series, llm_server, texts_at_once
 
 import harness
 
@@ -158,19 +158,7 @@ def test_two_pp_stages_on_the_paged_cache(tmp_path_factory: pytest.TempPathFacto
     its own layer sized from the memory budget (the same block count on both stages), and the
     tokens are the unsplit model's, for prompts arriving while others run."""
     with llm_server(tmp_path_factory.mktemp("pp-paged"), "tiny_pp", PAGED_YAML) as paged:
-        results: dict[str, str] = {}
-
-        def one(prompt: str) -> None:
-            r = generate(paged, prompt)
-            assert r.status_code == 200, r.text
-            results[prompt] = r.json()["text"]
-
-        threads = [threading.Thread(target=one, args=(p,)) for p in PROMPTS]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        assert results == expected
+        assert texts_at_once(lambda p: generate(paged, p), PROMPTS) == expected
         log = paged.logs("model_log.log")
         engines = re.findall(r"stage (\d)/2 \(decoder layers [\d-]+\) on cpu.*paged KV cache \((\d+) blocks of 4 tokens",
                              log)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import threading
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import grpc
 import pytest
 import requests
 from grpc_support import compile_stubs
+from llm_support import texts_at_once
 
 import harness
 
@@ -64,22 +64,8 @@ def generate(server: harness.Server, prompt: str, stream: bool = False) -> reque
 
 
 def test_continuous_batching_gives_each_prompt_its_greedy_tokens(server: harness.Server, expected) -> None:
-    results: dict[str, str] = {}
-
-    def one(prompt: str) -> None:
-        r = generate(server, prompt)
-        assert r.status_code == 200, r.text
-        results[prompt] = r.json()["text"]
-
     # the first prompts start together; the others arrive while those are generating
-    threads = [threading.Thread(target=one, args=(p,)) for p in PROMPTS]
-    for i, t in enumerate(threads):
-        t.start()
-        if i == 2:
-            time.sleep(0.05)
-    for t in threads:
-        t.join(timeout=120)
-    assert results == expected
+    assert texts_at_once(lambda p: generate(server, p), PROMPTS, pause_after=3) == expected
 
 
 def test_streaming_sends_the_first_piece_before_the_end(server: harness.Server, expected) -> None:

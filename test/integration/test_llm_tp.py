@@ -4,13 +4,10 @@ model, for prompts arriving while others run; a cancelled stream leaves both ran
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 import requests
 from llm_support import generate as llm_generate
-from llm_support import llm_server
+from llm_support import llm_server, texts_at_once
 
 import harness
 
@@ -56,21 +53,7 @@ def generate(server: harness.Server, prompt: str, **kw) -> requests.Response:
 def test_two_tp_ranks_give_the_unsplit_models_greedy_tokens(server: harness.Server, expected) -> None:
     d = requests.get(f"{server.management_url}/models/tiny_tp", timeout=30).json()[0]
     assert len(d["workers"][0]["ranks"]) == 2
-    results: dict[str, str] = {}
-
-    def one(prompt: str) -> None:
-        r = generate(server, prompt)
-        assert r.status_code == 200, r.text
-        results[prompt] = r.json()["text"]
-
-    threads = [threading.Thread(target=one, args=(p,)) for p in PROMPTS]
-    for i, t in enumerate(threads):
-        t.start()
-        if i == 1:
-            time.sleep(0.05)
-    for t in threads:
-        t.join(timeout=120)
-    assert results == expected
+    assert texts_at_once(lambda p: generate(server, p), PROMPTS, pause_after=2) == expected
 
 
 def test_a_cancelled_stream_keeps_the_ranks_in_step(server: harness.Server, expected) -> None:

@@ -122,6 +122,30 @@ def llm_series(server: Any, model_name: str) -> dict[str, float]:
     return out
 
 
+def texts_at_once(send: Any, prompts: list[str], pause_after: int | None = None) -> dict[str, str]:
+    """Each prompt's answer text (``send(prompt)``: a 200 with a TorchServe-style JSON answer), the
+    prompts sent together from threads; ``pause_after``: 50 ms after that many have started, so
+    the rest arrive while those are generating."""
+    import threading
+    import time
+
+    results: dict[str, str] = {}
+
+    def one(prompt: str) -> None:
+        r = send(prompt)
+        assert r.status_code == 200, r.text
+        results[prompt] = r.json()["text"]
+
+    threads = [threading.Thread(target=one, args=(p,)) for p in prompts]
+    for i, t in enumerate(threads, 1):
+        t.start()
+        if i == pause_after:
+            time.sleep(0.05)
+    for t in threads:
+        t.join(timeout=120)
+    return results
+
+
 def generate(server: Any, model_name: str, prompt: str, new_tokens: int, **kw: Any) -> Any:
     """POST a TorchServe-style generate request (greedy unless ``kw`` says otherwise); with
     ``stream=True`` the response is read as it comes."""
