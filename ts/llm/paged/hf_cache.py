@@ -3,7 +3,8 @@ write each new key/value into its slot of the pool (``storage.py``) and hand att
 sequence's blocks gathered into SDPA's layout.
 
 The engine runs the model's forward this way where its fast forward cannot (tensor-parallel
-ranks, whose weights are sharded, or ``fast_path: false``). The cache is set up before each
+ranks, whose weights are sharded; pipeline stages, which hold part of the model; or
+``fast_path: false``). The cache is set up before each
 forward for one layout:
 
 * ``decode``: one new token per row, each row's keys padded to the widest block table;
