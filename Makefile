@@ -9,8 +9,9 @@ GRADLE := gradle --no-daemon -q
 JVM_BANNER := '^(openjdk version|OpenJDK Runtime|OpenJDK 64-Bit|WARNING: (A terminally deprecated|System::setSecurityManager|Please consider reporting this to the maintainers of org.gradle))'
 JAR := ts/frontend/tserve-frontend.jar
 # Java 17 and Debian's Gradle 4.4.1 build the frontend; every Java library and protoc come from Maven Central.
-# prometheus ships promtool, which test_log_formats runs over /metrics (Prometheus naming).
-APT_PACKAGES := openjdk-17-jdk-headless gradle etcd-server prometheus
+# prometheus ships promtool, which test_log_formats runs over /metrics (Prometheus naming); gcc and
+# libc6-dev build the paged KV cache's native decode attention (ts/llm/paged/native.py) where it serves.
+APT_PACKAGES := openjdk-17-jdk-headless gradle etcd-server prometheus gcc libc6-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle gradle.properties
 

@@ -2,7 +2,9 @@
 engine's greedy tokens against Hugging Face's ``generate`` (mixed lengths, a pool so small that
 sequences are preempted and recomputed, prompts sharing a 200-token prefix), with the allocator's
 invariants checked after every step: no block is lost, and a block is shared between live
-sequences only when it is a cached prefix. The tiny Llama of benchmarks/tiny_llm.py, no downloads.
+sequences only when it is a cached prefix. The fast forward's decode rows read the pool through the
+native kernel (``native.py``) where it builds, else through the block gather; the correctness tests
+run both (``attention``). The tiny Llama of benchmarks/tiny_llm.py, no downloads.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from llm_support import (  # noqa: F401 - fixtures
 
 from ts.llm.engine import LLMRequestError, SamplingParams
 from ts.llm.llm_metrics import LLMMetrics
-from ts.llm.paged import hf_cache, parts
+from ts.llm.paged import hf_cache, native, parts
 from ts.llm.paged.engine import PagedEngine
 from ts.llm.paged.pool import BlockPool, BlockTable
 
@@ -86,6 +88,21 @@ def test_pool_lru_eviction_and_switch_off():
 
 
 # ---------------------------------------------------------------------- the engine
+@pytest.fixture(params=["native", "gather"], name="attention")
+def attention_fixture(request, monkeypatch):
+    """The decode attention the paged engines of a test use: the native kernel (required to
+    build: a C compiler is part of the test machine) or the block gather (``TS_NATIVE_KERNELS=0``)."""
+    if request.param == "native":
+        assert native.decode_kernel(torch.device("cpu"), torch.float32) is not None, "the native kernel did not build"
+    else:
+        monkeypatch.setenv("TS_NATIVE_KERNELS", "0")
+    return request.param
+
+
+def check_attention(engine, attention):
+    assert engine.forward_path.endswith(f"decode attention {'native' if attention == 'native' else 'gather + SDPA'})")
+
+
 def drive(engine, arrivals, conversations=None):
     """Step until idle (arrivals[step] added before that step; ``conversations``: sequence ->
     its stateful conversation), checking the pool every step."""
@@ -107,10 +124,11 @@ def drive(engine, arrivals, conversations=None):
     return updates
 
 
-def test_paged_greedy_equals_generate_mixed_lengths(model, tok):
+def test_paged_greedy_equals_generate_mixed_lengths(model, tok, attention):
     ids = [tok(p)["input_ids"] for p in PROMPTS]
     lengths = [5, 20, 8, 3, 16, 12]
     engine = PagedEngine(model, tok, block_size=4, max_batch_size=3, max_tokens_per_step=24)
+    check_attention(engine, attention)
     got = drive(engine, {2 * i: [(f"s{i}", x, n)] for i, (x, n) in enumerate(zip(ids, lengths, strict=True))})
     for i, (x, n) in enumerate(zip(ids, lengths, strict=True)):
         assert tokens(got[f"s{i}"]) == reference(model, x, n), f"prompt {i}"
@@ -120,7 +138,9 @@ def test_paged_greedy_equals_generate_mixed_lengths(model, tok):
 
 def test_decode_rows_in_width_groups_keep_greedy_tokens(model, tok, monkeypatch):
     """Every decode step split into groups of similar table width (no group cost: the rows'
-    widths decide alone) gives the tokens of one group, row by row."""
+    widths decide alone) gives the tokens of one group, row by row. The block gather's: the native
+    kernel reads each row's own blocks and has no groups."""
+    monkeypatch.setenv("TS_NATIVE_KERNELS", "0")
     monkeypatch.setattr(parts, "GROUP_COST_BLOCKS", 0)
     seen = []
     real = parts.width_groups
@@ -145,20 +165,22 @@ def test_width_groups_split_only_where_padding_costs_more():
     assert len(parts.width_groups([1, 10, 2, 9], 10**6)) == 1
 
 
-def test_paged_preemption_by_recompute_keeps_greedy_tokens(model, tok):
+def test_paged_preemption_by_recompute_keeps_greedy_tokens(model, tok, attention):
     ids = [tok(p)["input_ids"] for p in PROMPTS]
     # the longest (26 + 24 tokens) needs 13 blocks of 4 alone: the others are preempted around it
     engine = PagedEngine(model, tok, num_blocks=14, block_size=4, max_batch_size=4, max_tokens_per_step=64)
+    check_attention(engine, attention)
     got = drive(engine, {0: [(f"s{i}", x, 24) for i, x in enumerate(ids)]})
     assert engine.preemptions > 0  # the pool forced some sequences out and back
     for i, x in enumerate(ids):
         assert tokens(got[f"s{i}"]) == reference(model, x, 24), f"prompt {i}"
 
 
-def test_paged_prefix_hits_reuse_a_200_token_prefix(model, tok):
+def test_paged_prefix_hits_reuse_a_200_token_prefix(model, tok, attention):
     prefix = tok(" ".join(PROMPTS * 4))["input_ids"][:200]
     questions = [prefix + tok(q, add_special_tokens=False)["input_ids"] for q in ("count: one", "Hello world")]
     engine = PagedEngine(model, tok, block_size=16, max_batch_size=4, max_tokens_per_step=512)
+    check_attention(engine, attention)
     got = drive(engine, {0: [("a", questions[0], 8)], 3: [("b", questions[1], 8)]})
     for seq_id, x in zip("ab", questions, strict=True):
         assert tokens(got[seq_id]) == reference(model, x, 8)
@@ -370,7 +392,7 @@ def test_handler_keys_build_the_paged_engine_and_record_its_metrics(model_dir):
         handler({"paged_kv_cache": True, "kv_cache_blocks": 0})
     h = handler({"paged_kv_cache": True, "kv_cache_blocks": 40, "block_size": 8, "max_new_tokens": 4})
     assert isinstance(h.engine, PagedEngine) and h.engine.pool.num_blocks == 40 and h.engine.pool.block_size == 8
-    assert "paged KV cache (40 blocks of 8 tokens, prefix caching on)" in h.engine.forward_path
+    assert "paged KV cache (40 blocks of 8 tokens, prefix caching on, decode attention native)" in h.engine.forward_path
     h.context.metrics = _Metrics()
     h.llm_metrics = LLMMetrics(h.context.metrics, "tiny")
     for rid in ("a", "b"):  # the same prompt twice: b finds a's full blocks

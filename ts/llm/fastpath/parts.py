@@ -34,6 +34,7 @@ class Attention(Protocol):
     kv_heads: int
     head_dim: int
     q_size: int
+    scale: float
 
     def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor: ...
 

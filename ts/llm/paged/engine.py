@@ -37,6 +37,7 @@ import torch
 from ts.llm.engine import GenerationEngine, LLMRequestError
 from ts.llm.fastpath.parts import Part
 from ts.llm.paged.hf_cache import PagedCache
+from ts.llm.paged.native import decode_kernel
 from ts.llm.paged.parts import PagedDecode, PagedPrefill
 from ts.llm.paged.pins import ConversationPins
 from ts.llm.paged.pool import BlockPool, BlockTable, PrefixStats
@@ -61,10 +62,14 @@ class PagedEngine(GenerationEngine):
             assert context is not None  # GenerationEngine refuses a model without one
             num_blocks = self.max_batch_size * -(-context // block_size)
         self.pool = BlockPool(num_blocks, block_size, prefix_caching)
-        self.storage = KVStorage(self._num_layers, num_blocks, block_size)
-        self._hf_cache = PagedCache(self.storage, next(model.parameters()).dtype) if self._fast_forward is None else None
+        dtype = next(model.parameters()).dtype
+        # the native decode attention serves the fast forward's decode rows (parts.py)
+        kernel = decode_kernel(self.device, dtype) if self._fast_forward is not None else None
+        self.storage = KVStorage(self._num_layers, num_blocks, block_size, kernel)
+        self._hf_cache = PagedCache(self.storage, dtype) if self._fast_forward is None else None
         self.forward_path += f", paged KV cache ({num_blocks} blocks of {block_size} tokens, prefix caching " \
-                             f"{'on' if prefix_caching else 'off'})"
+                             f"{'on' if prefix_caching else 'off'}, decode attention " \
+                             f"{'native' if kernel is not None else 'gather + SDPA'})"
         self._tables: dict[str, BlockTable] = {}
         self._computed: dict[str, int] = {}
         self.preemptions = 0

@@ -8,6 +8,8 @@ widest table of the group, masked to its real tokens. Measured against ``flex_at
 block mask and against the rectangle the engine used before (``benchmarks/paged_attention.py``,
 docs/benchmarks.md): on CPU, eager ``flex_attention`` was 14-30x slower than the gather, and the
 block gather about 1.3-1.5x the rectangle's SDPA alone (attention is a sixth of a decode step).
+Where the storage has the native kernel (a CPU float32 pool, ``native.py``), decode rows read
+their blocks in place instead: no copy, no padding.
 
 * ``PagedDecode``: one token per running sequence (the engine's decode rows, the forward's first part);
 * ``PagedPrefill``: a run of tokens per sequence (a whole prompt, or the next chunk after the
@@ -89,13 +91,17 @@ class PagedDecode(_Paged):
                                                                                               strict=True)], device)
         self.rows = len(ids)
         self.sampled = torch.arange(self.rows, device=device)
+        self.groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        if storage.kernel is not None:  # each row reads its own blocks in place
+            table, widest = table_tensor(tables, device)
+            self.table, self.lengths = table.view(self.rows, widest), self.positions + 1
+            return
         groups = width_groups([len(t) for t in tables], GROUP_COST_BLOCKS)
         if len(groups) == 1:  # one gather over the rows in their own order
             table, widest = table_tensor(tables, device)
             self.table, self.span = table, widest * bs
             self.mask = (torch.arange(self.span, device=device) <= self.positions.unsqueeze(1)).view(
                 self.rows, 1, 1, self.span)
-        self.groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         for rows in groups if len(groups) > 1 else []:
             table, widest = table_tensor([tables[r] for r in rows], device)
             index = torch.tensor(rows, device=device, dtype=torch.long)
@@ -104,6 +110,11 @@ class PagedDecode(_Paged):
 
     def attend(self, fwd: Attention, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         self._write(layer, k, v)
+        storage = self.storage
+        if storage.kernel is not None:
+            out = storage.kernel(q[0].transpose(0, 1), storage.keys[layer], storage.values[layer], self.table,
+                                 self.lengths, fwd.scale)
+            return out.reshape(self.rows, fwd.q_size)
         q = q[0].transpose(0, 1).unsqueeze(2)  # (rows, heads, 1, dim)
         if not self.groups:
             keys, values = self.storage.gather(layer, self.table, self.rows)

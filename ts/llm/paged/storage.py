@@ -1,7 +1,8 @@
 """The paged KV cache's tensors: per layer, keys and values of ``num_blocks`` blocks of
 ``block_size`` tokens, ``(num_blocks, block_size, kv_heads, head_dim)`` each; block ids and
 reference counts are ``pool.py``'s. A block's tokens are contiguous, so a sequence's keys are
-gathered block by block (``parts.py``, ``hf_cache.py``).
+gathered block by block (``parts.py``, ``hf_cache.py``), or read in place by the native decode
+attention (``kernel``: ``native.py``'s, None where the engine gathers).
 
 The tensors are made at the first write, shaped like the keys written: on a tensor-parallel rank
 those are the rank's own share of the heads, so every rank holds only its shard of each block.
@@ -11,10 +12,14 @@ from __future__ import annotations
 
 import torch
 
+from ts.llm.paged.native import DecodeKernel
+
 
 class KVStorage:
-    def __init__(self, num_layers: int, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_layers: int, num_blocks: int, block_size: int,
+                 kernel: DecodeKernel | None = None) -> None:
         self.num_layers, self.num_blocks, self.block_size = num_layers, num_blocks, block_size
+        self.kernel = kernel
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
 

@@ -1,0 +1,107 @@
+"""The paged cache's native decode attention (ts/llm/paged/native.py, paged_decode.c) alone: its
+output against the block gather into SDPA it replaces, over pools with shuffled blocks, grouped
+query heads, one-token and block-boundary lengths; then how it is built, cached and declined
+(another device or dtype, ``TS_NATIVE_KERNELS=0``, no compiler, a failing compiler), each a
+clear log line and the gather instead, never an error. The engine's tokens through the kernel:
+test_llm_paged.py (``attention``)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ts.llm.paged import native
+
+
+@pytest.fixture(name="kernel")
+def kernel_fixture():
+    kernel = native.decode_kernel(torch.device("cpu"), torch.float32)
+    assert kernel is not None, "the native kernel did not build (a C compiler is part of the test machine)"
+    return kernel
+
+
+def gathered(q, keys, values, table, lengths, scale):
+    """The reference: each row's blocks gathered, padded to the widest, masked to its length."""
+    rows, heads, dim = q.shape
+    kv_heads, span = keys.shape[2], table.shape[1] * keys.shape[1]
+    k = keys.index_select(0, table.reshape(-1)).view(rows, span, kv_heads, dim).transpose(1, 2)
+    v = values.index_select(0, table.reshape(-1)).view(rows, span, kv_heads, dim).transpose(1, 2)
+    k, v = (t.repeat_interleave(heads // kv_heads, dim=1) for t in (k, v))
+    mask = (torch.arange(span) < lengths.unsqueeze(1)).view(rows, 1, 1, span)
+    return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, attn_mask=mask, scale=scale).squeeze(2)
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "dim", "block_size"),
+                         [(4, 2, 64, 16), (4, 4, 32, 4), (8, 1, 16, 8), (2, 2, 128, 16)])
+def test_the_kernel_equals_the_gather_into_sdpa(kernel, heads, kv_heads, dim, block_size):
+    gen = torch.Generator().manual_seed(heads * 1000 + dim + block_size)
+    lengths = [1, block_size, block_size + 1, 3 * block_size, 5, 2 * block_size - 1, 7 * block_size + 3]
+    widest = max(-(-n // block_size) for n in lengths)
+    num_blocks = len(lengths) * widest + 3
+    keys = torch.randn(num_blocks, block_size, kv_heads, dim, generator=gen)
+    values = torch.randn(num_blocks, block_size, kv_heads, dim, generator=gen)
+    order = torch.randperm(num_blocks, generator=gen).tolist()  # blocks anywhere in the pool
+    rows = []
+    for n in lengths:
+        own, order = order[:-(-n // block_size)], order[-(-n // block_size):]
+        rows.append(own + [0] * (widest - len(own)))
+    table, lens = torch.tensor(rows), torch.tensor(lengths)
+    q = torch.randn(len(lengths), heads, dim, generator=gen)
+    scale = dim ** -0.5
+    out = kernel(q, keys, values, table, lens, scale)
+    assert out.shape == q.shape
+    torch.testing.assert_close(out, gathered(q, keys, values, table, lens, scale), rtol=1e-5, atol=1e-5)
+    one = kernel(q[:1], keys, values, table[:1], lens[:1], scale)  # a length-1 row attends to one value
+    torch.testing.assert_close(one[0], values[table[0, 0], 0].repeat_interleave(heads // kv_heads, dim=0))
+    strided = q.transpose(0, 1).contiguous().transpose(0, 1)  # what the engine hands it: not contiguous
+    torch.testing.assert_close(kernel(strided, keys, values, table, lens, scale), out)
+
+
+def test_only_a_cpu_float32_pool_and_the_switch_off(monkeypatch):
+    assert native.decode_kernel(torch.device("cpu"), torch.bfloat16) is None
+    assert native.decode_kernel(torch.device("cuda"), torch.float32) is None
+    monkeypatch.setenv("TS_NATIVE_KERNELS", "0")
+    assert native.decode_kernel(torch.device("cpu"), torch.float32) is None
+
+
+@pytest.fixture(name="fresh")
+def fresh_fixture(tmp_path, monkeypatch):
+    """An empty kernel cache and nothing loaded yet in this process."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(native, "_loaded", {})
+    return tmp_path / "tserve" / "kernels"
+
+
+def test_built_once_then_loaded_from_the_cache(fresh, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger=native.__name__)
+    assert native.decode_kernel(torch.device("cpu"), torch.float32) is not None
+    built = list(fresh.glob("paged_decode-*.so"))
+    assert len(built) == 1 and "built the native kernel" in caplog.text
+    assert not [p for p in fresh.iterdir() if p not in built]  # no temporary file left behind
+
+    def no_build(cc, path):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(native, "_build", no_build)
+    monkeypatch.setattr(native, "_loaded", {})
+    kernel = native.decode_kernel(torch.device("cpu"), torch.float32)
+    assert kernel is not None and kernel.path == built[0]
+
+
+def test_no_compiler_or_a_failing_one_falls_back_with_one_line(fresh, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger=native.__name__)
+    monkeypatch.setenv("CC", "no-such-compiler-here")
+    assert native.decode_kernel(torch.device("cpu"), torch.float32) is None
+    assert "no C compiler (no-such-compiler-here) found" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setenv("CC", "false")  # a compiler that fails
+    assert native.decode_kernel(torch.device("cpu"), torch.float32) is None
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"the native kernel is unavailable ({shutil.which('false')} exited with 1: no output)" in record.getMessage()
+    assert record.exc_info is None
+    assert not list(fresh.glob("*"))  # the failed build left nothing

@@ -1,0 +1,78 @@
+/* Decode attention that reads the paged KV pool in place (CPU, float32).
+ *
+ * One query token per row: row r's heads attend to the first lengths[r] tokens of its sequence,
+ * token t sitting at slot t % block_size of block tables[r][t / block_size] in the pool. The
+ * gather the engine does otherwise copies every row's blocks (padded to the widest table) before
+ * SDPA; here each row reads only its own tokens, block by block, every query head at each token
+ * while its keys are in cache (grouped-query attention: head h uses kv head h / groups, as
+ * Hugging Face's repeat_interleave does).
+ *
+ * Softmax in two passes over the row's scores (max, then exp and sum), float32 throughout, as
+ * SDPA's CPU kernels compute it. Built and loaded by native.py (ctypes); no Python or torch
+ * headers, so it compiles in well under a second.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* q: (rows, heads, dim); keys, values: (blocks, block_size, kv_heads, dim); tables: (rows, width)
+ * block ids; lengths: (rows,), each at least 1; out: (rows, heads, dim). All contiguous. Returns 0,
+ * or -1 when the scores buffer cannot be allocated. */
+int paged_decode_attention(const float *q, const float *keys, const float *values,
+                           const int64_t *tables, const int64_t *lengths, float *out,
+                           int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim,
+                           int64_t block_size, int64_t width, float scale) {
+    const int64_t groups = heads / kv_heads;
+    const int64_t token_stride = kv_heads * dim, block_stride = block_size * token_stride;
+    int64_t longest = 0;
+    for (int64_t r = 0; r < rows; r++)
+        if (lengths[r] > longest) longest = lengths[r];
+    float *scores = malloc(sizeof(float) * (size_t)(heads * (longest > 0 ? longest : 1)));
+    if (scores == NULL) return -1;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t n = lengths[r];
+        const int64_t *table = tables + r * width;
+        const float *qr = q + r * heads * dim;
+        float *orow = out + r * heads * dim;
+        for (int64_t start = 0, b = 0; start < n; start += block_size, b++) {
+            const int64_t end = start + block_size < n ? start + block_size : n;
+            const float *kt = keys + table[b] * block_stride;
+            for (int64_t t = start; t < end; t++, kt += token_stride) {
+                for (int64_t h = 0; h < heads; h++) {
+                    const float *k = kt + (h / groups) * dim, *qh = qr + h * dim;
+                    float dot = 0.f;
+#pragma omp simd reduction(+:dot)
+                    for (int64_t d = 0; d < dim; d++) dot += qh[d] * k[d];
+                    scores[h * n + t] = dot * scale;
+                }
+            }
+        }
+        for (int64_t h = 0; h < heads; h++) {
+            float *s = scores + h * n;
+            float top = -INFINITY, sum = 0.f;
+            for (int64_t t = 0; t < n; t++) top = s[t] > top ? s[t] : top;
+            for (int64_t t = 0; t < n; t++) {
+                s[t] = expf(s[t] - top);
+                sum += s[t];
+            }
+            const float inv = 1.f / sum;
+            for (int64_t t = 0; t < n; t++) s[t] *= inv;
+        }
+        memset(orow, 0, sizeof(float) * (size_t)(heads * dim));
+        for (int64_t start = 0, b = 0; start < n; start += block_size, b++) {
+            const int64_t end = start + block_size < n ? start + block_size : n;
+            const float *vt = values + table[b] * block_stride;
+            for (int64_t t = start; t < end; t++, vt += token_stride) {
+                for (int64_t h = 0; h < heads; h++) {
+                    const float p = scores[h * n + t], *v = vt + (h / groups) * dim;
+                    float *oh = orow + h * dim;
+#pragma omp simd
+                    for (int64_t d = 0; d < dim; d++) oh[d] += p * v[d];
+                }
+            }
+        }
+    }
+    free(scores);
+    return 0;
+}
