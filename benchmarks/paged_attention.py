@@ -6,7 +6,9 @@ decode step's one query per row must attend to that row's real tokens only. Comp
 * ``gather tokens+sdpa``: each row's slots gathered token by token into a right-padded
   ``(rows, kv_heads, longest, dim)`` tensor, SDPA with a per-row length mask;
 * ``engine decode``: the engine's ``PagedDecode`` (``ts/llm/paged/parts.py``), its rows in one
-  padded gather and in groups of similar table width (what the engine runs), timed alternately;
+  padded gather, in groups of similar table width, and through the native kernel that reads
+  each row's blocks in place (``ts/llm/paged/native.py``: what the engine runs on a CPU float32
+  pool), timed alternately;
 * ``gather blocks+sdpa``: the same with whole blocks (``index_select`` of the block table, the
   row padded to the widest table) -- the engine's single-group case;
 * ``flex``: ``torch.nn.attention.flex_attention`` over the pool laid out as one long key
@@ -125,10 +127,10 @@ def measure(rows: int, iters: int, seed: int = 0) -> dict[str, float]:
 def engine_decode(rows: int, iters: int, num_blocks: int, keys: torch.Tensor, values: torch.Tensor,
                   tables: list[torch.Tensor], lengths: torch.Tensor, q: torch.Tensor,
                   g: torch.Generator) -> dict[str, float]:
-    """The engine's own decode part (``PagedDecode``) with its rows in one padded gather and in
-    width groups, timed alternately 15 times each (medians): the two differ by less than this
-    machine's drift between separate runs."""
-    from ts.llm.paged import parts
+    """The engine's own decode part (``PagedDecode``) with its rows in one padded gather, in
+    width groups and through the native kernel, timed alternately 15 times each (medians): this
+    machine drifts more between separate runs than the gather's two forms differ."""
+    from ts.llm.paged import native, parts
     from ts.llm.paged.storage import KVStorage
 
     storage = KVStorage(1, num_blocks, BLOCK)
@@ -138,15 +140,20 @@ def engine_decode(rows: int, iters: int, num_blocks: int, keys: torch.Tensor, va
 
     class _Sdpa:  # the fast forward's one-query GQA call (ts/llm/fastpath/llama.py)
         q_size = HEADS * DIM
+        scale = DIM ** -0.5
 
         def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             return F.scaled_dot_product_attention(q.reshape(q.shape[0], KV_HEADS, HEADS // KV_HEADS, DIM), k, v,
                                                   attn_mask=mask)
 
-    saved, times, groups = parts.GROUP_COST_BLOCKS, {"one": [], "grouped": []}, 1
+    kernel = native.decode_kernel(torch.device("cpu"), torch.float32)
+    variants = [("one", 1 << 40, None), ("grouped", saved := parts.GROUP_COST_BLOCKS, None)]
+    variants += [("native", saved, kernel)] if kernel is not None else []
+    times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    groups = 1
     try:
         for _ in range(15):
-            for name, cost in (("one", 1 << 40), ("grouped", saved)):
+            for name, cost, storage.kernel in variants:
                 parts.GROUP_COST_BLOCKS = cost
                 part = parts.PagedDecode(storage, [0] * rows, (lengths - 1).tolist(), [t.tolist() for t in tables],
                                          torch.device("cpu"))
@@ -157,8 +164,11 @@ def engine_decode(rows: int, iters: int, num_blocks: int, keys: torch.Tensor, va
                 times[name].append((time.perf_counter() - started) / iters * 1e6)
     finally:
         parts.GROUP_COST_BLOCKS = saved
-    return {"engine decode, one gather": statistics.median(times["one"]),
-            f"engine decode, {groups} width groups": statistics.median(times["grouped"])}
+    out = {"engine decode, one gather": statistics.median(times["one"]),
+           f"engine decode, {groups} width groups": statistics.median(times["grouped"])}
+    if kernel is not None:
+        out["engine decode, native kernel"] = statistics.median(times["native"])
+    return out
 
 
 def main() -> None:
