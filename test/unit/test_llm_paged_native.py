@@ -39,7 +39,7 @@ def gathered(q, keys, values, table, lengths, scale):
                          [(4, 2, 64, 16), (4, 4, 32, 4), (8, 1, 16, 8), (2, 2, 128, 16)])
 def test_the_kernel_equals_the_gather_into_sdpa(kernel, heads, kv_heads, dim, block_size):
     gen = torch.Generator().manual_seed(heads * 1000 + dim + block_size)
-    lengths = [1, block_size, block_size + 1, 3 * block_size, 5, 2 * block_size - 1, 7 * block_size + 3]
+    lengths = [1, block_size, block_size + 1, 3 * block_size, 5, 2 * block_size - 1, 7 * block_size + 3, 2, 9, 40]
     widest = max(-(-n // block_size) for n in lengths)
     num_blocks = len(lengths) * widest + 3
     keys = torch.randn(num_blocks, block_size, kv_heads, dim, generator=gen)
@@ -59,6 +59,12 @@ def test_the_kernel_equals_the_gather_into_sdpa(kernel, heads, kv_heads, dim, bl
     torch.testing.assert_close(one[0], values[table[0, 0], 0].repeat_interleave(heads // kv_heads, dim=0))
     strided = q.transpose(0, 1).contiguous().transpose(0, 1)  # what the engine hands it: not contiguous
     torch.testing.assert_close(kernel(strided, keys, values, table, lens, scale), out)
+    threads = torch.get_num_threads()
+    try:  # the rows shared among two of torch's threads: the same bits row by row
+        torch.set_num_threads(2)
+        assert torch.equal(kernel(q, keys, values, table, lens, scale), out)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_only_a_cpu_float32_pool_and_the_switch_off(monkeypatch):
@@ -105,3 +111,18 @@ def test_no_compiler_or_a_failing_one_falls_back_with_one_line(fresh, monkeypatc
     assert f"the native kernel is unavailable ({shutil.which('false')} exited with 1: no output)" in record.getMessage()
     assert record.exc_info is None
     assert not list(fresh.glob("*"))  # the failed build left nothing
+
+
+def test_a_compiler_without_openmp_builds_it_serially(fresh, tmp_path, monkeypatch, caplog):
+    """Apple's clang has no -fopenmp: the build is tried again without it."""
+    cc = tmp_path / "cc-without-openmp"
+    cc.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = -fopenmp ] && {{ echo "unsupported option -fopenmp" >&2; exit 1; }}; '
+                  f'done\nexec {shutil.which("cc")} "$@"\n')
+    cc.chmod(0o755)
+    monkeypatch.setenv("CC", str(cc))
+    caplog.set_level(logging.INFO, logger=native.__name__)
+    kernel = native.decode_kernel(torch.device("cpu"), torch.float32)
+    assert kernel is not None and "one thread: the compiler has no OpenMP" in caplog.text
+    q, keys = torch.randn(1, 2, 8), torch.randn(1, 4, 1, 8)
+    out = kernel(q, keys, keys, torch.zeros(1, 1, dtype=torch.long), torch.tensor([3]), 1.0)
+    torch.testing.assert_close(out, gathered(q, keys, keys, torch.zeros(1, 1, dtype=torch.long), torch.tensor([3]), 1.0))

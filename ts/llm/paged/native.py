@@ -29,7 +29,10 @@ import torch
 logger = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("paged_decode.c")
-FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-shared", "-fPIC"]
+FLAGS = ["-O3", "-march=native", "-shared", "-fPIC"]
+# OpenMP shares the rows among torch's threads (the library binds to torch's own libgomp); a
+# compiler without it (Apple's clang) builds the same source serially (-fopenmp-simd only)
+PARALLEL, SERIAL = ["-fopenmp"], ["-fopenmp-simd"]
 BUILD_TIMEOUT_S = 120
 SYMBOL = "paged_decode_attention"
 
@@ -123,16 +126,20 @@ def _build(cc: str, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
     os.close(fd)
     try:
-        result = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True,
-                                timeout=BUILD_TIMEOUT_S)
-        if result.returncode != 0:
+        for threads in (PARALLEL, SERIAL):
+            result = subprocess.run([cc, *FLAGS, *threads, "-o", tmp, str(SOURCE), "-lm"], capture_output=True,
+                                    text=True, timeout=BUILD_TIMEOUT_S)
+            if result.returncode == 0:
+                break
+        else:
             output = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
             raise OSError(f"{cc} exited with {result.returncode}: {output}")
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    logger.info("paged decode attention: built the native kernel in %.1f s (%s)", time.perf_counter() - started, path)
+    logger.info("paged decode attention: built the native kernel in %.1f s (%s%s)", time.perf_counter() - started,
+                path, "" if threads is PARALLEL else ", one thread: the compiler has no OpenMP")
 
 
 if __name__ == "__main__":  # `python -m ts.llm.paged.native`: build now (make install does), print where
