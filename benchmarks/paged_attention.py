@@ -7,8 +7,8 @@ decode step's one query per row must attend to that row's real tokens only. Comp
   ``(rows, kv_heads, longest, dim)`` tensor, SDPA with a per-row length mask;
 * ``engine decode``: the engine's ``PagedDecode`` (``ts/llm/paged/parts.py``), its rows in one
   padded gather, in groups of similar table width, and through the native kernel that reads
-  each row's blocks in place (``ts/llm/paged/native.py``: what the engine runs on a CPU float32
-  pool), timed alternately;
+  each row's blocks in place (``ts/llm/paged/native.py``: what the engine runs on a CPU
+  float32 or bfloat16 pool), timed alternately;
 * ``gather blocks+sdpa``: the same with whole blocks (``index_select`` of the block table, the
   row padded to the widest table) -- the engine's single-group case;
 * ``flex``: ``torch.nn.attention.flex_attention`` over the pool laid out as one long key

@@ -1,6 +1,7 @@
 """The paged cache's native decode attention (ts/llm/paged/native.py, paged_decode.c) alone: its
-output against the block gather into SDPA it replaces, over pools with shuffled blocks, grouped
-query heads, one-token and block-boundary lengths; then how it is built, cached and declined
+output against the block gather into SDPA it replaces, over float32 and bfloat16 pools with
+shuffled blocks, grouped query heads, one-token and block-boundary lengths, on one thread and two;
+the engine's decode part through it against the gather; then how it is built, cached and declined
 (another device or dtype, ``TS_NATIVE_KERNELS=0``, no compiler, a failing compiler), each a
 clear log line and the gather instead, never an error. The engine's tokens through the kernel:
 test_llm_paged.py (``attention``)."""
@@ -17,11 +18,15 @@ import torch.nn.functional as F
 from ts.llm.paged import native
 
 
-@pytest.fixture(name="kernel")
-def kernel_fixture():
-    kernel = native.decode_kernel(torch.device("cpu"), torch.float32)
+def kernel_for(dtype):
+    kernel = native.decode_kernel(torch.device("cpu"), dtype)
     assert kernel is not None, "the native kernel did not build (a C compiler is part of the test machine)"
     return kernel
+
+
+@pytest.fixture(name="kernel")
+def kernel_fixture():
+    return kernel_for(torch.float32)
 
 
 def gathered(q, keys, values, table, lengths, scale):
@@ -67,8 +72,60 @@ def test_the_kernel_equals_the_gather_into_sdpa(kernel, heads, kv_heads, dim, bl
         torch.set_num_threads(threads)
 
 
-def test_only_a_cpu_float32_pool_and_the_switch_off(monkeypatch):
-    assert native.decode_kernel(torch.device("cpu"), torch.bfloat16) is None
+@pytest.mark.parametrize("rows", [3, 12])  # one thread, and rows shared among two
+def test_a_bfloat16_pool_is_read_as_float32(rows):
+    """bfloat16 keys/values widened as read, float32 arithmetic, the output rounded once: the
+    float32 computation over the same bfloat16 values, rounded."""
+    gen = torch.Generator().manual_seed(rows)
+    keys = torch.randn(40, 16, 2, 64, generator=gen).to(torch.bfloat16)
+    values = torch.randn(40, 16, 2, 64, generator=gen).to(torch.bfloat16)
+    table = torch.randperm(40, generator=gen)[:rows * 3].view(rows, 3)
+    lengths = torch.randint(1, 49, (rows,), generator=gen)
+    q = torch.randn(rows, 4, 64, generator=gen).to(torch.bfloat16)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        out = kernel_for(torch.bfloat16)(q, keys, values, table, lengths, 0.125)
+    finally:
+        torch.set_num_threads(threads)
+    assert out.dtype == torch.bfloat16
+    expected = gathered(q.float(), keys.float(), values.float(), table, lengths, 0.125).to(torch.bfloat16)
+    torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_engines_decode_part_through_the_kernel_equals_the_gather(dtype):
+    """``PagedDecode`` (ts/llm/paged/parts.py) as the fast forward calls it: its keys written
+    into the pool, then attention through the kernel and through the block gather."""
+    from ts.llm.paged.parts import PagedDecode
+    from ts.llm.paged.storage import KVStorage
+
+    class Forward:  # the fast forward's sizes and SDPA call (ts/llm/fastpath/llama.py)
+        kv_heads, head_dim, q_size, scale = 2, 32, 4 * 32, 32 ** -0.5
+
+        def attention(self, q, k, v, mask):
+            return F.scaled_dot_product_attention(q.reshape(q.shape[0], 2, 2, 32), k, v, attn_mask=mask,
+                                                  scale=self.scale)
+
+    gen = torch.Generator().manual_seed(7)
+    tables = [[3, 9], [1], [4, 0, 6], [8, 2]]
+    positions = [17, 2, 40, 31]  # each row's new token, written by the call
+    outs = []
+    for kernel in (kernel_for(dtype), None):
+        storage = KVStorage(1, 10, 16, kernel)
+        storage.keys = [torch.randn(10, 16, 2, 32, generator=torch.Generator().manual_seed(1)).to(dtype)]
+        storage.values = [torch.randn(10, 16, 2, 32, generator=torch.Generator().manual_seed(2)).to(dtype)]
+        part = PagedDecode(storage, [0] * 4, positions, tables, torch.device("cpu"))
+        q, k, v = (torch.randn(1, h, 4, 32, generator=gen.manual_seed(h)).to(dtype) for h in (4, 2, 3))
+        outs.append(part.attend(Forward(), 0, q, k[:, :2], v[:, :2]))
+    assert outs[0].shape == (4, 4 * 32) and outs[0].dtype == dtype
+    # bfloat16: SDPA rounds its intermediates to bfloat16, the kernel only its output
+    tolerance = {"atol": 4e-3, "rtol": 1.6e-2} if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(outs[0], outs[1], **tolerance)
+
+
+def test_only_a_cpu_float32_or_bfloat16_pool_and_the_switch_off(monkeypatch):
+    assert native.decode_kernel(torch.device("cpu"), torch.float16) is None
     assert native.decode_kernel(torch.device("cuda"), torch.float32) is None
     monkeypatch.setenv("TS_NATIVE_KERNELS", "0")
     assert native.decode_kernel(torch.device("cpu"), torch.float32) is None

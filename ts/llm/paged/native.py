@@ -1,8 +1,8 @@
 """The paged cache's native decode attention (``paged_decode.c``): built once per machine with the C
 compiler, loaded with ctypes.
 
-``decode_kernel(device, dtype)`` returns a ``DecodeKernel`` for a CPU float32 pool, or None (the
-engine then gathers blocks into SDPA, ``parts.py``): on another device or dtype, when
+``decode_kernel(device, dtype)`` returns a ``DecodeKernel`` for a CPU float32 or bfloat16 pool, or
+None (the engine then gathers blocks into SDPA, ``parts.py``): on another device or dtype, when
 ``TS_NATIVE_KERNELS=0``, or when no compiler is found or the build fails -- said once in the log,
 never an error. The library is cached under ``$XDG_CACHE_HOME/tserve/kernels`` (else
 ``~/.cache/tserve/kernels``) by a hash of the source, the flags, the compiler's version and the
@@ -34,46 +34,48 @@ FLAGS = ["-O3", "-march=native", "-shared", "-fPIC"]
 # compiler without it (Apple's clang) builds the same source serially (-fopenmp-simd only)
 PARALLEL, SERIAL = ["-fopenmp"], ["-fopenmp-simd"]
 BUILD_TIMEOUT_S = 120
-SYMBOL = "paged_decode_attention"
+SYMBOLS = {torch.float32: "paged_decode_attention_f32", torch.bfloat16: "paged_decode_attention_bf16"}
 
 _lock = threading.Lock()
-_loaded: dict[str, DecodeKernel | None] = {}
+_loaded: dict[str, ctypes.CDLL | None] = {}  # the library, once looked for (None: not available)
 
 
 class DecodeKernel:
     """``(q, keys, values, table, lengths, scale) -> out``: ``q`` ``(rows, heads, dim)``, the pool's
-    ``keys``/``values`` ``(blocks, block_size, kv_heads, dim)``, ``table`` ``(rows, width)`` block
-    ids (int64), ``lengths`` ``(rows,)`` tokens each row sees (int64, at most ``width * block_size``);
-    all contiguous CPU tensors, float32 but the two int64 ones. ``out`` ``(rows, heads, dim)``."""
+    ``keys``/``values`` ``(blocks, block_size, kv_heads, dim)`` (contiguous, the kernel's dtype),
+    ``table`` ``(rows, width)`` block ids and ``lengths`` ``(rows,)`` tokens each row sees (int64,
+    contiguous, at most ``width * block_size``); ``out`` ``(rows, heads, dim)`` in ``q``'s dtype,
+    computed in float32."""
 
-    def __init__(self, library: ctypes.CDLL, path: Path) -> None:
-        self.path = path
-        self._fn = getattr(library, SYMBOL)
+    def __init__(self, library: ctypes.CDLL, dtype: torch.dtype) -> None:
+        self.path, self.dtype = Path(library._name), dtype
+        self._fn = getattr(library, SYMBOLS[dtype])
         self._fn.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 6 + [ctypes.c_float]
         self._fn.restype = ctypes.c_int
 
     def __call__(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, table: torch.Tensor,
                  lengths: torch.Tensor, scale: float) -> torch.Tensor:
         rows, heads, dim = q.shape
-        q = q.contiguous()
-        out = torch.empty_like(q)
-        rc = self._fn(q.data_ptr(), keys.data_ptr(), values.data_ptr(), table.data_ptr(), lengths.data_ptr(),
+        q32 = q.to(torch.float32).contiguous()
+        out = torch.empty_like(q32)
+        rc = self._fn(q32.data_ptr(), keys.data_ptr(), values.data_ptr(), table.data_ptr(), lengths.data_ptr(),
                       out.data_ptr(), rows, heads, keys.shape[2], dim, keys.shape[1], table.shape[1], scale)
         if rc != 0:
             raise MemoryError(f"paged decode attention could not allocate scores for {rows} rows")
-        return out
+        return out.to(q.dtype)
 
 
 def decode_kernel(device: torch.device, dtype: torch.dtype) -> DecodeKernel | None:
     """The kernel for a pool on ``device`` in ``dtype``, or None (see the module's docstring)."""
-    if device.type != "cpu" or dtype != torch.float32:
+    if device.type != "cpu" or dtype not in SYMBOLS:
         return None
     if os.environ.get("TS_NATIVE_KERNELS", "1") == "0":
         return None
     with _lock:
-        if SYMBOL not in _loaded:
-            _loaded[SYMBOL] = _load()
-        return _loaded[SYMBOL]
+        if "library" not in _loaded:
+            _loaded["library"] = _load()
+        library = _loaded["library"]
+    return DecodeKernel(library, dtype) if library is not None else None
 
 
 def cache_dir() -> Path:
@@ -103,7 +105,7 @@ def _library_path(cc: str) -> Path:
     return cache_dir() / f"paged_decode-{key.hexdigest()[:16]}.so"
 
 
-def _load() -> DecodeKernel | None:
+def _load() -> ctypes.CDLL | None:
     cc = _compiler()
     if cc is None:
         logger.info("paged decode attention: no C compiler (%s) found; the paged cache gathers blocks into SDPA "
@@ -113,7 +115,10 @@ def _load() -> DecodeKernel | None:
         path = _library_path(cc)
         if not path.exists():
             _build(cc, path)
-        return DecodeKernel(ctypes.CDLL(str(path)), path)
+        library = ctypes.CDLL(str(path))
+        for symbol in SYMBOLS.values():
+            getattr(library, symbol)  # a library from another source would fail here, not mid-step
+        return library
     except (OSError, subprocess.SubprocessError, AttributeError) as e:
         logger.warning("paged decode attention: the native kernel is unavailable (%s); the paged cache gathers "
                        "blocks into SDPA", str(e).strip() or type(e).__name__)

@@ -8,7 +8,7 @@ widest table of the group, masked to its real tokens. Measured against ``flex_at
 block mask and against the rectangle the engine used before (``benchmarks/paged_attention.py``,
 docs/benchmarks.md): on CPU, eager ``flex_attention`` was 14-30x slower than the gather, and the
 block gather about 1.3-1.5x the rectangle's SDPA alone (attention is a sixth of a decode step).
-Where the storage has the native kernel (a CPU float32 pool, ``native.py``), decode rows read
+Where the storage has the native kernel (a CPU float32 or bfloat16 pool, ``native.py``), decode rows read
 their blocks in place instead: no copy, no padding.
 
 * ``PagedDecode``: one token per running sequence (the engine's decode rows, the forward's first part);
