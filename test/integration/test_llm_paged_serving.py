@@ -1,7 +1,8 @@
 """The paged KV cache served for real: examples/llm's tiny Llama with ``paged_kv_cache: true``
 answers exactly ``generate``'s greedy text, a second request sharing the first one's long
 prefix is served from the prefix cache, and the hit rate reaches ``/metrics``. The pool is sized
-from a memory budget (``kv_cache_memory_fraction``)."""
+from a memory budget (``kv_cache_memory_fraction``); the worker's decode rows read it through the
+native kernel (ts/llm/paged/native.py), as its log says."""
 
 from __future__ import annotations
 
@@ -63,3 +64,5 @@ def test_paged_cache_serves_greedy_text_and_reports_prefix_hits(tmp_path: Path) 
         hit, body = harness.wait_for(hit_rate, 30, what="llm_prefix_cache_hit_ratio on /metrics")
         assert 0 < hit < 1, body
         assert re.search(r'^llm_kv_cache_usage_ratio\{[^}]*model_name="paged"', body, re.M), body
+        log = s.logs("model_log.log")
+        assert "prefix caching on, decode attention native)" in log, log[-3000:]
