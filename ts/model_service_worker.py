@@ -20,7 +20,6 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Literal
 
 if __name__ == "__main__" and not __package__:
@@ -35,41 +34,12 @@ from ts.arg_parser import ArgParser  # noqa: E402
 from ts.protocol import codec  # noqa: E402
 from ts.protocol.codec import Frame, FrameType  # noqa: E402
 from ts.protocol.frame_source import FrameSource  # noqa: E402
+from ts.utils.ranks import RankInfo  # noqa: E402
 
 logger = logging.getLogger("ts.worker")
 
 LOG_FORMAT = "%(asctime)s [%(levelname)s] %(name)s - %(message)s"
 _JOIN_LIMIT = 64 * 1024  # frames up to this size in all are copied into one write
-
-
-@dataclass(frozen=True)
-class RankInfo:
-    """torchrun's view of this process; a plain worker is rank 0 of 1."""
-
-    rank: int = 0
-    local_rank: int = 0
-    world_size: int = 1
-    local_world_size: int = 1
-    restart_count: int = 0
-
-    @property
-    def distributed(self) -> bool:
-        return self.world_size > 1
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> RankInfo:
-        env = dict(os.environ if env is None else env)
-
-        def num(key: str, default: int) -> int:
-            try:
-                return int(env.get(key, default))
-            except ValueError:
-                raise SystemExit(f"environment variable {key}={env[key]!r} is not an integer") from None
-
-        local_rank = num("LOCAL_RANK", 0)
-        return cls(rank=num("RANK", local_rank), local_rank=local_rank,
-                   world_size=num("WORLD_SIZE", 1), local_world_size=num("LOCAL_WORLD_SIZE", 1),
-                   restart_count=num("TORCHELASTIC_RESTART_COUNT", 0))
 
 
 def rank_socket_name(sock_name: str, local_rank: int) -> str:

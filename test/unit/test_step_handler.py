@@ -14,11 +14,11 @@ import pytest
 from ts.context import Context, RequestProcessor
 from ts.handler_utils.utils import send_intermediate_predict_response
 from ts.model_loader import LoadError, LoadRequest
-from ts.model_service_worker import RankInfo
 from ts.pipeline.loader import load_pipeline
 from ts.pipeline.step_handler import StepHandler, StepPipeline, continues
 from ts.protocol.codec import Part, Request, Response
 from ts.service import STREAM_HEADER, Service, settle_stream_header
+from ts.utils.ranks import RankInfo
 
 
 class Recorder:

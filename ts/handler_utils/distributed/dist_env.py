@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import datetime
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from ts.utils.ranks import RankInfo
+
+__all__ = ["RankInfo", "device_for", "ensure_process_group", "pg_timeout", "rank_info"]
+
 DEFAULT_PG_TIMEOUT_S = 1800.0
-
-
-@dataclass(frozen=True)
-class RankInfo:
-    rank: int
-    local_rank: int
-    world_size: int
-    local_world_size: int
-
-    @property
-    def is_leader(self) -> bool:
-        return self.rank == 0
 
 
 def _int_attr(ctx: Any, name: str, env: str, default: int) -> int:
