@@ -146,15 +146,18 @@ def engine_decode(rows: int, iters: int, num_blocks: int, keys: torch.Tensor, va
             return F.scaled_dot_product_attention(q.reshape(q.shape[0], KV_HEADS, HEADS // KV_HEADS, DIM), k, v,
                                                   attn_mask=mask)
 
+    saved = parts.GROUP_COST_BLOCKS
     kernel = native.decode_kernel(torch.device("cpu"), torch.float32)
-    variants = [("one", 1 << 40, None), ("grouped", saved := parts.GROUP_COST_BLOCKS, None)]
-    variants += [("native", saved, kernel)] if kernel is not None else []
+    # (name, the width groups' cost, the storage's kernel)
+    variants = [("one", 1 << 40, None), ("grouped", saved, None)]
+    if kernel is not None:
+        variants.append(("native", saved, kernel))
     times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     groups = 1
     try:
         for _ in range(15):
-            for name, cost, storage.kernel in variants:
-                parts.GROUP_COST_BLOCKS = cost
+            for name, cost, variant_kernel in variants:
+                parts.GROUP_COST_BLOCKS, storage.kernel = cost, variant_kernel
                 part = parts.PagedDecode(storage, [0] * rows, (lengths - 1).tolist(), [t.tolist() for t in tables],
                                          torch.device("cpu"))
                 groups = max(groups, len(part.groups))

@@ -3,8 +3,8 @@ compiler, loaded with ctypes.
 
 ``decode_kernel(device, dtype)`` returns a ``DecodeKernel`` for a CPU float32 or bfloat16 pool, or
 None (the engine then gathers blocks into SDPA, ``parts.py``): on another device or dtype, when
-``TS_NATIVE_KERNELS=0``, or when no compiler is found or the build fails -- said once in the log,
-never an error. The library is cached under ``$XDG_CACHE_HOME/tserve/kernels`` (else
+``TS_NATIVE_KERNELS=0``, or when no compiler is found or the build fails (these two said once in
+the log) -- never an error. The library is cached under ``$XDG_CACHE_HOME/tserve/kernels`` (else
 ``~/.cache/tserve/kernels``) by a hash of the source, the flags, the compiler's version and the
 CPU's flags (``-march=native``: a cache shared by different hosts never hands one a library built
 for another's instructions). A build writes a temporary file and renames it, so workers starting
