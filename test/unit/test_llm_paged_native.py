@@ -72,6 +72,21 @@ def test_the_kernel_equals_the_gather_into_sdpa(kernel, heads, kv_heads, dim, bl
         torch.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("scale", [1e-4, 1.0, 40.0])
+def test_the_kernels_softmax_holds_for_flat_and_peaked_scores(kernel, scale):
+    """The kernel's own exp: near-equal scores (a flat softmax) and scores hundreds apart (one
+    token takes all, the others' weights underflow) give SDPA's answer."""
+    gen = torch.Generator().manual_seed(7)
+    lengths, block_size, heads, kv_heads, dim = [37, 64, 5, 100], 16, 4, 2, 64
+    widest = max(-(-n // block_size) for n in lengths)
+    keys = torch.randn(len(lengths) * widest, block_size, kv_heads, dim, generator=gen)
+    values = torch.randn(len(lengths) * widest, block_size, kv_heads, dim, generator=gen)
+    table = torch.arange(len(lengths) * widest).view(len(lengths), widest)
+    lens, q = torch.tensor(lengths), torch.randn(len(lengths), heads, dim, generator=gen)
+    out = kernel(q, keys, values, table, lens, scale)
+    torch.testing.assert_close(out, gathered(q, keys, values, table, lens, scale), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("rows", [3, 12])  # one thread, and rows shared among two
 def test_a_bfloat16_pool_is_read_as_float32(rows):
     """bfloat16 keys/values widened as read, float32 arithmetic, the output rounded once: the

@@ -3,14 +3,18 @@
  * One query token per row: row r's heads attend to the first lengths[r] tokens of its sequence,
  * token t sitting at slot t % block_size of block tables[r][t / block_size] in the pool. The
  * gather the engine does otherwise copies every row's blocks (padded to the widest table) before
- * SDPA; here each row reads only its own tokens, block by block, every query head at each token
- * while its keys are in cache (grouped-query attention: head h uses kv head h / groups, as
- * Hugging Face's repeat_interleave does).
+ * SDPA; here each row reads only its own tokens, block by block (grouped-query attention: head h
+ * uses kv head h / groups, as Hugging Face's repeat_interleave does).
  *
  * Queries, scores, softmax and outputs are float32 (SDPA's CPU kernels accumulate in float32 for
  * bfloat16 too); a bfloat16 pool's keys and values are widened as they are read (a bfloat16 is
- * the top half of a float32). Softmax in two passes over the row's scores (max, then exp and
- * sum). Rows are shared among OpenMP threads: loaded into a process that has imported torch, the
+ * the top half of a float32). Softmax in two passes over a head's scores (max, then exp and sum;
+ * the weighted values are divided by the sum once, at the end). The kernel is bound by reading
+ * the pool: a 32-row step reads megabytes of keys and values, more than a core's L2 holds. A
+ * head's keys and values are read four tokens at a time; the heads of one kv head read it again
+ * from L1 (a row's tokens of one kv head are a few tens of kilobytes).
+ *
+ * Rows are shared among OpenMP threads: loaded into a process that has imported torch, the
  * library binds to torch's own libgomp (the same soname), so it runs on torch's thread pool with
  * torch.get_num_threads() threads, and one thread runs it serially. Built and loaded by native.py
  * (ctypes); no Python or torch headers, so it compiles in well under a second.
@@ -29,53 +33,108 @@ static inline float widen_bf16(uint16_t x) {
     return f;
 }
 
+/* exp(x) for x <= 0 (a score minus its row's largest), in plain arithmetic the compiler vectorizes
+ * (libm's expf is a call per score, about a fifth of the kernel's time, and -ffast-math's vector
+ * exp is refused: it turns on flush-to-zero for the whole process). 2^(x log2 e) = 2^k 2^f with k
+ * the nearest integer (rounded by adding 1.5 * 2^23, whose low bits then hold k) and |f| <= 1/2;
+ * e^(f ln 2) by its Taylor series to the 6th power: relative error below 2e-7, about libm's.
+ * Below 2^-126 the result stays at 2^-126 (no subnormals): negligible beside the row's 1. */
+static inline float exp_nonpositive(float x) {
+    const float shifter = 12582912.f;
+    float t = x * 1.44269504088896341f;
+    t = t < -126.f ? -126.f : t;
+    const float r = t + shifter;
+    const float g = (t - (r - shifter)) * 0.693147180559945309f;
+    const float p = 1.f + g * (1.f + g * (0.5f + g * (1.f / 6 + g * (1.f / 24 + g * (1.f / 120 + g * (1.f / 720))))));
+    int32_t k;
+    memcpy(&k, &r, sizeof k);
+    const int32_t bits = (k - 0x4B400000 + 127) * (1 << 23);
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* attend_row_<name>_d<D>: attend_row_<name> with dim the constant D */
+#define ROW_WITH_DIM(NAME, T, D)                                                                          \
+static void attend_row_##NAME##_d##D(const float *qr, const T *keys, const T *values, const int64_t *table, \
+                                     int64_t n, float *orow, float *scores, int64_t heads, int64_t groups, \
+                                     int64_t block_size, int64_t token_stride, int64_t block_stride,       \
+                                     float scale) {                                                        \
+    attend_row_##NAME(qr, keys, values, table, n, orow, scores, heads, groups, D, block_size, token_stride, \
+                      block_stride, scale);                                                                \
+}
+
 /* attend_row_<name>: one row, its query heads qr (heads, dim) over its first n tokens into orow;
- * scores: heads * n floats. paged_decode_attention_<name>: every row (see below). */
+ * scores: heads * n floats. Keys and values are taken four tokens at a time: four dot products
+ * (or four weighted values) in one pass over dim keep four independent sums in flight, where one
+ * at a time waits on each multiply-add's latency. attend_row_<name>_d<D> is the same with dim a
+ * constant (64 and 128, the usual head sizes), so the compiler unrolls dim into registers.
+ * paged_decode_attention_<name>: every row (see below). */
 #define PAGED_DECODE(NAME, T, WIDEN)                                                                      \
-static void attend_row_##NAME(const float *qr, const T *keys, const T *values, const int64_t *table,        \
-                              int64_t n, float *orow, float *scores, int64_t heads, int64_t groups,        \
-                              int64_t dim, int64_t block_size, int64_t token_stride, int64_t block_stride, \
-                              float scale) {                                                               \
-    for (int64_t start = 0, b = 0; start < n; start += block_size, b++) {                                  \
-        const int64_t end = start + block_size < n ? start + block_size : n;                               \
-        const T *kt = keys + table[b] * block_stride;                                                      \
-        for (int64_t t = start; t < end; t++, kt += token_stride) {                                        \
-            for (int64_t h = 0; h < heads; h++) {                                                          \
-                const T *k = kt + (h / groups) * dim;                                                      \
-                const float *qh = qr + h * dim;                                                            \
+static inline __attribute__((always_inline)) void                                                           \
+attend_row_##NAME(const float *qr, const T *keys, const T *values, const int64_t *table, int64_t n,         \
+                  float *orow, float *scores, int64_t heads, int64_t groups, int64_t dim,                  \
+                  int64_t block_size, int64_t token_stride, int64_t block_stride, float scale) {           \
+    for (int64_t h = 0; h < heads; h++) {                                                                  \
+        const float *qh = qr + h * dim;                                                                    \
+        float *s = scores + h * n;                                                                         \
+        for (int64_t start = 0, b = 0; start < n; start += block_size, b++) {                              \
+            const int64_t end = start + block_size < n ? start + block_size : n;                           \
+            const T *k0 = keys + table[b] * block_stride + (h / groups) * dim;                             \
+            int64_t t = start;                                                                             \
+            for (; t + 4 <= end; t += 4, k0 += 4 * token_stride) {                                         \
+                const T *k1 = k0 + token_stride, *k2 = k1 + token_stride, *k3 = k2 + token_stride;         \
+                float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;                                              \
+                _Pragma("omp simd reduction(+:d0, d1, d2, d3)")                                            \
+                for (int64_t d = 0; d < dim; d++) {                                                        \
+                    d0 += qh[d] * WIDEN(k0[d]);                                                            \
+                    d1 += qh[d] * WIDEN(k1[d]);                                                            \
+                    d2 += qh[d] * WIDEN(k2[d]);                                                            \
+                    d3 += qh[d] * WIDEN(k3[d]);                                                            \
+                }                                                                                          \
+                s[t] = d0 * scale, s[t + 1] = d1 * scale, s[t + 2] = d2 * scale, s[t + 3] = d3 * scale;    \
+            }                                                                                              \
+            for (; t < end; t++, k0 += token_stride) {                                                     \
                 float dot = 0.f;                                                                           \
                 _Pragma("omp simd reduction(+:dot)")                                                       \
-                for (int64_t d = 0; d < dim; d++) dot += qh[d] * WIDEN(k[d]);                              \
-                scores[h * n + t] = dot * scale;                                                           \
+                for (int64_t d = 0; d < dim; d++) dot += qh[d] * WIDEN(k0[d]);                             \
+                s[t] = dot * scale;                                                                        \
             }                                                                                              \
         }                                                                                                  \
-    }                                                                                                      \
-    for (int64_t h = 0; h < heads; h++) {                                                                  \
-        float *s = scores + h * n;                                                                         \
         float top = -INFINITY, sum = 0.f;                                                                  \
         for (int64_t t = 0; t < n; t++) top = s[t] > top ? s[t] : top;                                     \
+        _Pragma("omp simd reduction(+:sum)")                                                               \
         for (int64_t t = 0; t < n; t++) {                                                                  \
-            s[t] = expf(s[t] - top);                                                                       \
+            s[t] = exp_nonpositive(s[t] - top);                                                            \
             sum += s[t];                                                                                   \
         }                                                                                                  \
         const float inv = 1.f / sum;                                                                       \
-        for (int64_t t = 0; t < n; t++) s[t] *= inv;                                                       \
-    }                                                                                                      \
-    memset(orow, 0, sizeof(float) * (size_t)(heads * dim));                                                \
-    for (int64_t start = 0, b = 0; start < n; start += block_size, b++) {                                  \
-        const int64_t end = start + block_size < n ? start + block_size : n;                               \
-        const T *vt = values + table[b] * block_stride;                                                    \
-        for (int64_t t = start; t < end; t++, vt += token_stride) {                                        \
-            for (int64_t h = 0; h < heads; h++) {                                                          \
-                const float p = scores[h * n + t];                                                         \
-                const T *v = vt + (h / groups) * dim;                                                      \
-                float *oh = orow + h * dim;                                                                \
+        float *oh = orow + h * dim;                                                                        \
+        memset(oh, 0, sizeof(float) * (size_t)dim);                                                        \
+        for (int64_t start = 0, b = 0; start < n; start += block_size, b++) {                              \
+            const int64_t end = start + block_size < n ? start + block_size : n;                           \
+            const T *v0 = values + table[b] * block_stride + (h / groups) * dim;                           \
+            int64_t t = start;                                                                             \
+            for (; t + 4 <= end; t += 4, v0 += 4 * token_stride) {                                         \
+                const T *v1 = v0 + token_stride, *v2 = v1 + token_stride, *v3 = v2 + token_stride;         \
+                const float p0 = s[t], p1 = s[t + 1], p2 = s[t + 2], p3 = s[t + 3];                        \
                 _Pragma("omp simd")                                                                        \
-                for (int64_t d = 0; d < dim; d++) oh[d] += p * WIDEN(v[d]);                                \
+                for (int64_t d = 0; d < dim; d++)                                                          \
+                    oh[d] += p0 * WIDEN(v0[d]) + p1 * WIDEN(v1[d]) + p2 * WIDEN(v2[d]) + p3 * WIDEN(v3[d]); \
+            }                                                                                              \
+            for (; t < end; t++, v0 += token_stride) {                                                     \
+                const float p = s[t];                                                                      \
+                _Pragma("omp simd")                                                                        \
+                for (int64_t d = 0; d < dim; d++) oh[d] += p * WIDEN(v0[d]);                               \
             }                                                                                              \
         }                                                                                                  \
+        _Pragma("omp simd")                                                                                \
+        for (int64_t d = 0; d < dim; d++) oh[d] *= inv;                                                    \
     }                                                                                                      \
 }                                                                                                          \
+                                                                                                           \
+ROW_WITH_DIM(NAME, T, 64)                                                                                  \
+ROW_WITH_DIM(NAME, T, 128)                                                                                 \
                                                                                                            \
 int paged_decode_attention_##NAME(const float *q, const T *keys, const T *values, const int64_t *tables,   \
                                   const int64_t *lengths, float *out, int64_t rows, int64_t heads,         \
@@ -94,10 +153,20 @@ int paged_decode_attention_##NAME(const float *q, const T *keys, const T *values
         if (scores == NULL) failed = 1;                                                                    \
         _Pragma("omp for schedule(dynamic, 2)")                                                            \
         for (int64_t r = 0; r < rows; r++) {                                                               \
-            if (scores != NULL)                                                                            \
-                attend_row_##NAME(q + r * heads * dim, keys, values, tables + r * width, lengths[r],       \
-                                  out + r * heads * dim, scores, heads, groups, dim, block_size,           \
-                                  token_stride, block_stride, scale);                                      \
+            if (scores == NULL)                                                                            \
+                continue;                                                                                  \
+            const float *qr = q + r * heads * dim;                                                         \
+            const int64_t *table = tables + r * width;                                                     \
+            float *orow = out + r * heads * dim;                                                           \
+            if (dim == 64)                                                                                 \
+                attend_row_##NAME##_d64(qr, keys, values, table, lengths[r], orow, scores, heads, groups,  \
+                                        block_size, token_stride, block_stride, scale);                    \
+            else if (dim == 128)                                                                           \
+                attend_row_##NAME##_d128(qr, keys, values, table, lengths[r], orow, scores, heads, groups, \
+                                         block_size, token_stride, block_stride, scale);                   \
+            else                                                                                           \
+                attend_row_##NAME(qr, keys, values, table, lengths[r], orow, scores, heads, groups, dim,   \
+                                  block_size, token_stride, block_stride, scale);                          \
         }                                                                                                  \
         free(scores);                                                                                      \
     }                                                                                                      \
