@@ -7,8 +7,8 @@ seeded weights, the same locally trained tokenizer), saved once with ``save_pret
 archived twice, so both servers load the identical files. tserve serves it with its built-in
 LLM handler (``examples/llm/handler.py`` and ``model-config.yaml``: ``continuousBatching``,
 registered with ``batchSize`` 32 running sequences, tokens streamed) twice: ``tserve`` with the
-rectangle batch cache and ``tserve-paged`` with the paged KV cache (``handler.paged_kv_cache``,
-prefix caching on); TorchServe with ``handlers/llm_generate_handler.py`` (batch 8,
+rectangle batch cache (``handler.paged_kv_cache: false``) and ``tserve-paged`` with the paged KV
+cache (``true``, prefix caching on: what this model gets by default on a CPU); TorchServe with ``handlers/llm_generate_handler.py`` (batch 8,
 ``maxBatchDelay`` 50 ms, left padding, one greedy ``generate`` per batch, nothing streamed).
 
 Load: a fixed, seeded list of prompts of mixed length with ``max_new_tokens`` 16-64, requested
@@ -61,9 +61,11 @@ PROMPT_WORDS = (1, 48)
 N_PROMPTS = 64
 TSERVE_CONFIG = REPO / "examples" / "llm" / "model-config.yaml"
 PAGED = "tserve-paged"
-# The paged variant: the same model-config plus the paged cache's keys (its pool's default size
-# holds max_batch_size whole contexts, so nothing is preempted and the two engines do equal work).
+# Each variant names its cache in the same model-config (the paged one is the default on a CPU, so
+# the rectangle is asked for): the paged pool's default size holds max_batch_size whole contexts, so
+# nothing is preempted and the two engines do equal work.
 PAGED_KEYS = "  paged_kv_cache: true\n  enable_prefix_caching: true\n"
+RECTANGLE_KEYS = "  paged_kv_cache: false\n"
 TSERVE_HANDLER = REPO / "examples" / "llm" / "handler.py"
 PEER_CONFIG = (f"minWorkers: 1\nmaxWorkers: 1\nbatchSize: {BATCH}\n"
                f"maxBatchDelay: {PEER_DELAY_MS}\nresponseTimeout: 300\n")
@@ -335,11 +337,12 @@ def build_model_dir(work: Path) -> Path:
     return folder
 
 
-def paged_config(config: str) -> str:
-    """``config`` (a model-config.yaml with a ``handler:`` block) with the paged cache's keys."""
+def cache_config(config: str, paged: bool) -> str:
+    """``config`` (a model-config.yaml with a ``handler:`` block) with the paged cache's keys, or
+    the rectangle's."""
     if "\nhandler:\n" not in config:
-        raise ValueError("the LLM model-config has no handler: block for the paged cache's keys")
-    return config.replace("\nhandler:\n", "\nhandler:\n" + PAGED_KEYS, 1)
+        raise ValueError("the LLM model-config has no handler: block for the KV cache's keys")
+    return config.replace("\nhandler:\n", "\nhandler:\n" + (PAGED_KEYS if paged else RECTANGLE_KEYS), 1)
 
 
 def archive_name(server: str) -> str:
@@ -349,7 +352,7 @@ def archive_name(server: str) -> str:
 def build_archives(work: Path, ts_store: Path, peer_store: Path, archiver: Path) -> Path:
     folder = build_model_dir(work)
     config = TSERVE_CONFIG.read_text()
-    for server, yaml in (("tserve", config), (PAGED, paged_config(config))):
+    for server, yaml in (("tserve", cache_config(config, False)), (PAGED, cache_config(config, True))):
         models.build_tserve(models.ModelSpec(archive_name(server), str(TSERVE_HANDLER),
                                              extra_files=[str(folder)], config_yaml=yaml), ts_store)
     models.build_torchserve(models.ModelSpec(NAME, str(models.HANDLERS / "llm_generate_handler.py"),

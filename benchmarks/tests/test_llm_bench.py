@@ -147,17 +147,19 @@ def test_bare_loop_decodes_a_batch(tmp_path, monkeypatch) -> None:
     assert child.proc.returncode == 0
 
 
-def test_paged_variant_adds_the_paged_keys_to_the_handler_block() -> None:
+def test_each_variant_names_its_kv_cache_in_the_handler_block() -> None:
     import yaml
 
-    config = yaml.safe_load(llm.paged_config(llm.TSERVE_CONFIG.read_text()))
     plain = yaml.safe_load(llm.TSERVE_CONFIG.read_text())
-    assert config["handler"] == {**plain["handler"], "paged_kv_cache": True, "enable_prefix_caching": True}
-    assert {k: v for k, v in config.items() if k != "handler"} == {
-        k: v for k, v in plain.items() if k != "handler"}
+    for paged, keys in ((True, {"paged_kv_cache": True, "enable_prefix_caching": True}),
+                        (False, {"paged_kv_cache": False})):
+        config = yaml.safe_load(llm.cache_config(llm.TSERVE_CONFIG.read_text(), paged))
+        assert config["handler"] == {**plain["handler"], **keys}
+        assert {k: v for k, v in config.items() if k != "handler"} == {
+            k: v for k, v in plain.items() if k != "handler"}
     assert llm.archive_name(llm.PAGED) != llm.archive_name("tserve")
     with pytest.raises(ValueError, match="handler"):
-        llm.paged_config("minWorkers: 1\n")
+        llm.cache_config("minWorkers: 1\n", True)
 
 
 def test_report_shows_both_engines_and_the_paged_targets() -> None:

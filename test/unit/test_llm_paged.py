@@ -9,6 +9,8 @@ run both (``attention``). The tiny Llama of benchmarks/tiny_llm.py, no downloads
 
 from __future__ import annotations
 
+import json
+
 import itertools
 
 import pytest
@@ -386,8 +388,9 @@ def test_handler_keys_build_the_paged_engine_and_record_its_metrics(model_dir):
         h.initialize(Context("tiny", str(model_dir), {"model": {}}, 4, None, "test", model_yaml_config={"handler": cfg}))
         return h
 
-    with pytest.raises(ModelConfigError, match="handler.block_size needs handler.paged_kv_cache: true"):
-        handler({"block_size": 8})
+    with pytest.raises(ModelConfigError, match="handler.block_size needs the paged KV cache, but "
+                                               "handler.paged_kv_cache is false: remove block_size"):
+        handler({"paged_kv_cache": False, "block_size": 8})
     with pytest.raises(ModelConfigError, match="handler.kv_cache_blocks"):
         handler({"paged_kv_cache": True, "kv_cache_blocks": 0})
     h = handler({"paged_kv_cache": True, "kv_cache_blocks": 40, "block_size": 8, "max_new_tokens": 4})
@@ -435,8 +438,42 @@ def test_kv_cache_memory_fraction_sizes_the_pool(model_dir, model, monkeypatch, 
     for bad in (0, 1.5, True, "half"):
         with pytest.raises(ModelConfigError, match="handler.kv_cache_memory_fraction"):
             _handler(model_dir, {"paged_kv_cache": True, "kv_cache_memory_fraction": bad})
-    with pytest.raises(ModelConfigError, match="handler.kv_cache_memory_fraction needs handler.paged_kv_cache"):
-        _handler(model_dir, {"kv_cache_memory_fraction": 0.5})
+    with pytest.raises(ModelConfigError, match="handler.kv_cache_memory_fraction needs the paged KV cache"):
+        _handler(model_dir, {"paged_kv_cache": False, "kv_cache_memory_fraction": 0.5})
+
+
+def test_the_paged_cache_is_the_default_where_the_fast_forward_runs_on_a_cpu(model_dir, monkeypatch):
+    """No paged_kv_cache: the paged cache where it is measured to win (one CPU process, the fast
+    forward, the native decode attention); the rectangle with Hugging Face's forward or without the
+    kernel; the pool's own keys ask for the paged cache; false keeps the rectangle."""
+    from ts.llm.engine import GenerationEngine
+
+    default = _handler(model_dir, {})
+    assert isinstance(default.engine, PagedEngine)
+    assert default.engine.forward_path.startswith("the engine's fast forward")
+    assert "paged KV cache (64 blocks of 16 tokens, prefix caching on, decode attention native)" in \
+        default.engine.forward_path  # max_batch_size 4 contexts of 256 tokens: the rectangle's memory
+    for cfg in ({"fast_path": False}, {"paged_kv_cache": False}):
+        h = _handler(model_dir, cfg)
+        assert type(h.engine) is GenerationEngine and "paged" not in h.engine.forward_path
+    assert isinstance(_handler(model_dir, {"fast_path": False, "kv_cache_blocks": 40}).engine, PagedEngine)
+    monkeypatch.setenv("TS_NATIVE_KERNELS", "0")  # no native kernel: the paged cache would gather
+    assert type(_handler(model_dir, {}).engine) is GenerationEngine
+    assert isinstance(_handler(model_dir, {"paged_kv_cache": True}).engine, PagedEngine)
+
+
+def test_the_paged_cache_serves_more_forks_than_batch_slots_in_turns(model_dir):
+    """n above max_batch_size: the rectangle refuses it (its forks copy one prefill's rows), the
+    paged cache queues the forks and they share the prompt's cached blocks."""
+    h = _handler(model_dir, {"max_new_tokens": 3})
+    h.add_request("a", json.dumps({"prompt": "Once upon a time", "n": 6, "temperature": 0}).encode(),
+                  {"x-tserve-openai": "completions"})
+    finals = []
+    while h.has_work():
+        finals += [e for e in h.step() if e.final is not None]
+    doc = json.loads(finals[0].final)
+    assert len(finals) == 1 and [c["index"] for c in doc["choices"]] == list(range(6))
+    assert len({c["text"] for c in doc["choices"]}) == 1  # greedy: every fork the same tokens
 
 
 def test_handler_pins_a_stateful_sequences_blocks_until_its_end(model_dir):

@@ -1,7 +1,13 @@
 """Which generation engine a worker runs, built from the handler's settings (docs/llm.md): the
 rectangle batch cache or the paged KV cache (``paged_kv_cache``), on one process, on
 tensor-parallel ranks, or as a pipeline stage; and the paged pool's size, given
-(``kv_cache_blocks``) or from a memory budget (``kv_cache_memory_fraction``)."""
+(``kv_cache_blocks``) or from a memory budget (``kv_cache_memory_fraction``).
+
+Without ``paged_kv_cache`` the paged cache is the default where it is measured to win
+(docs/benchmarks.md): one process on a CPU, the engine's fast forward running the model and the
+native decode attention built. Elsewhere the rectangle stays the default: Hugging Face's forward
+and tensor-parallel or pipeline ranks gather the pool's blocks on every step, and on a GPU the
+paged cache's extra small operations cost more than its padding saved (no fused kernel yet)."""
 
 from __future__ import annotations
 
@@ -13,7 +19,9 @@ import torch
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.handler_utils.distributed.dist_env import RankInfo
 from ts.llm.engine import GenerationEngine
+from ts.llm.fastpath.llama import unsupported_reason
 from ts.llm.paged import budget
+from ts.llm.paged.native import decode_kernel
 from ts.llm.paged.engine import DEFAULT_BLOCK_SIZE, PagedEngine
 from ts.llm.pipeline_parallel import PagedPipelineEngine, PipelineEngine, PipelineStage
 
@@ -26,15 +34,35 @@ PAGED_KEYS = ("kv_cache_blocks", "kv_cache_memory_fraction", "block_size", "enab
 def build_engine(model: Any, tokenizer: Any, settings: dict[str, Any], limits: dict[str, Any],
                  fast_path: bool | None, info: RankInfo, stage: PipelineStage | None,
                  device: torch.device) -> GenerationEngine:
-    """The rectangle-cache engine, or the paged one (``paged_kv_cache``); on a pipeline stage
-    (``stage``) its pipeline form."""
-    if not settings.get("paged_kv_cache"):
-        given = [k for k in PAGED_KEYS if k in settings]
-        if given:
-            raise ModelConfigError(f"handler.{given[0]} needs handler.paged_kv_cache: true")
+    """The rectangle-cache engine, or the paged one (``paged_kv_cache``, see the module's
+    docstring for its default); on a pipeline stage (``stage``) its pipeline form."""
+    given = [k for k in PAGED_KEYS if k in settings]
+    if settings.get("paged_kv_cache") is False and given:
+        raise ModelConfigError(f"handler.{given[0]} needs the paged KV cache, but handler.paged_kv_cache is false: "
+                               f"remove {given[0]} or set paged_kv_cache to true")
+    paged = settings.get("paged_kv_cache")
+    if paged is None:  # the pool's own keys ask for it; else where it wins
+        paged = bool(given) or paged_by_default(model, fast_path, stage, info, device)
+    if not paged:
         if stage is not None:
             return PipelineEngine(stage, tokenizer, **limits)
         return GenerationEngine(model, tokenizer, **limits, fast_path=fast_path)
+    return paged_engine(model, tokenizer, settings, limits, fast_path, info, stage, device)
+
+
+def paged_by_default(model: Any, fast_path: bool | None, stage: PipelineStage | None, info: RankInfo,
+                     device: torch.device) -> bool:
+    """Whether a model-config without ``paged_kv_cache`` gets the paged cache (module docstring)."""
+    if stage is not None or info.world_size > 1 or fast_path is False or device.type != "cpu":
+        return False
+    dtype = next(model.parameters()).dtype
+    return unsupported_reason(model) is None and decode_kernel(device, dtype) is not None
+
+
+def paged_engine(model: Any, tokenizer: Any, settings: dict[str, Any], limits: dict[str, Any],
+                 fast_path: bool | None, info: RankInfo, stage: PipelineStage | None,
+                 device: torch.device) -> PagedEngine:
+    """The paged engine (or its pipeline form) with its pool sized by the handler's keys."""
     block_size = settings.get("block_size", DEFAULT_BLOCK_SIZE)
     num_blocks = settings.get("kv_cache_blocks")
     fraction = settings.get("kv_cache_memory_fraction")

@@ -26,14 +26,15 @@ SETTINGS: dict[str, KeySpec] = {
     "strict_fields": KeySpec(boolean, "true or false (default false: unknown OpenAI request fields are ignored "
                                       "with a warning)"),
     # the paged KV cache (ts/llm/paged, docs/llm.md); vLLM's names where vLLM has the knob
-    "paged_kv_cache": KeySpec(boolean, "true or false (default false: the rectangle batch cache)"),
+    "paged_kv_cache": KeySpec(boolean, "true or false (default: true on one CPU process where the engine's fast "
+                                       "forward runs the model, else false: the rectangle batch cache)"),
     "kv_cache_blocks": KeySpec(positive_int, "a positive integer: blocks in the pool (default: max_batch_size "
                                "sequences of the whole context)"),
     "kv_cache_memory_fraction": KeySpec(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                                         and 0 < v <= 1, "a number in (0, 1]: the pool gets the blocks that fit in "
                                         "this share of the device's free memory after the model is loaded"),
     "block_size": KeySpec(positive_int, "a positive integer: tokens per KV block (default 16)"),
-    "enable_prefix_caching": KeySpec(boolean, "true or false (default true with paged_kv_cache)"),
+    "enable_prefix_caching": KeySpec(boolean, "true or false (default true with the paged KV cache)"),
 }
 
 
