@@ -4,8 +4,11 @@
 Declared in ts/configs/metrics.yaml (``model_metrics``) with Prometheus names: a unit suffix,
 counters ending in ``_total``. Every value is one record the worker sends to the frontend, so
 what is recorded per token is kept out: latencies are recorded once per request (time to first
-token, end to end, and the mean time between its output tokens), and the running / waiting /
-KV-cache gauges at most every ``GAUGE_INTERVAL_S`` and when the engine goes idle.
+token, end to end, and the mean time between its output tokens); the running / waiting /
+KV-cache gauges, and the token counters' increments summed since the last time, at most every
+``GAUGE_INTERVAL_S`` and when the engine goes idle (a counter record per request per step was
+32 records a step at batch 32: most of the worker's time outside the engine, and of the
+frontend's, which parses and logs each).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class LLMMetrics:
         self.clock = clock
         self._timings: dict[str, _Timing] = {}
         self._last_gauges = float("-inf")
+        self._counted = {PROMPT_TOKENS: 0, GENERATION_TOKENS: 0}  # not recorded yet
         self._metrics: dict[str, Any] = {}
         if cache is not None:
             for name, kind in _KINDS.items():
@@ -65,7 +69,7 @@ class LLMMetrics:
 
     def arrived(self, request_id: str, prompt_tokens: int) -> None:
         self._timings[request_id] = _Timing(self.clock())
-        self._record(PROMPT_TOKENS, prompt_tokens)
+        self._counted[PROMPT_TOKENS] += prompt_tokens
 
     def tokens(self, request_id: str, count: int) -> None:
         """A step gave a request ``count`` new tokens (all its sequences; the first: its TTFT)."""
@@ -76,7 +80,7 @@ class LLMMetrics:
             timing.first = self.clock()
             self._record(TTFT, timing.first - timing.arrived)
         timing.steps += 1
-        self._record(GENERATION_TOKENS, count)
+        self._counted[GENERATION_TOKENS] += count
 
     def finished(self, request_id: str, finish_reason: str) -> None:
         """The request is over (answered, cancelled or failed): its latencies and finish reason."""
@@ -90,10 +94,15 @@ class LLMMetrics:
         self._record(FINISHED, 1, finish_reason)
 
     def gauges(self, running: int, waiting: int, kv_usage: float, force: bool = False) -> None:
+        """The gauges and the counters' increments, if ``GAUGE_INTERVAL_S`` has passed (or ``force``)."""
         now = self.clock()
         if not force and now - self._last_gauges < GAUGE_INTERVAL_S:
             return
         self._last_gauges = now
+        for name, count in self._counted.items():
+            if count:
+                self._record(name, count)
+                self._counted[name] = 0
         self._record(RUNNING, running)
         self._record(WAITING, waiting)
         self._record(KV_USAGE, kv_usage)
