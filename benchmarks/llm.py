@@ -8,7 +8,8 @@ archived twice, so both servers load the identical files. tserve serves it with 
 LLM handler (``examples/llm/handler.py`` and ``model-config.yaml``: ``continuousBatching``,
 registered with ``batchSize`` 32 running sequences, tokens streamed) twice: ``tserve`` with the
 rectangle batch cache (``handler.paged_kv_cache: false``) and ``tserve-paged`` with the paged KV
-cache (``true``, prefix caching on: what this model gets by default on a CPU); TorchServe with ``handlers/llm_generate_handler.py`` (batch 8,
+cache (``true``, prefix caching on: what this model gets by default on a CPU); TorchServe
+with ``handlers/llm_generate_handler.py`` (batch 8,
 ``maxBatchDelay`` 50 ms, left padding, one greedy ``generate`` per batch, nothing streamed).
 
 Load: a fixed, seeded list of prompts of mixed length with ``max_new_tokens`` 16-64, requested

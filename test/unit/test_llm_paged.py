@@ -9,9 +9,8 @@ run both (``attention``). The tiny Llama of benchmarks/tiny_llm.py, no downloads
 
 from __future__ import annotations
 
-import json
-
 import itertools
+import json
 
 import pytest
 import torch

@@ -21,8 +21,8 @@ from ts.handler_utils.distributed.dist_env import RankInfo
 from ts.llm.engine import GenerationEngine
 from ts.llm.fastpath.llama import unsupported_reason
 from ts.llm.paged import budget
-from ts.llm.paged.native import decode_kernel
 from ts.llm.paged.engine import DEFAULT_BLOCK_SIZE, PagedEngine
+from ts.llm.paged.native import decode_kernel
 from ts.llm.pipeline_parallel import PagedPipelineEngine, PipelineEngine, PipelineStage
 
 # the handler's log: these lines are part of its model load
