@@ -355,7 +355,9 @@ class PagedEngine(GenerationEngine):
     def _computed_more(self, seq: Sequence, n: int) -> None:
         computed = self._computed[seq.seq_id] + n
         self._computed[seq.seq_id] = computed
-        self.pool.seal_full_blocks(self._tokens(seq), computed, self._tables[seq.seq_id])
+        table = self._tables[seq.seq_id]
+        if len(table.hashes) < computed // self.pool.block_size:  # a block filled: (one step in block_size)
+            self.pool.seal_full_blocks(self._tokens(seq), computed, table)
 
     def _finish_tokens(self, seqs: list[Sequence], logits: torch.Tensor) -> list[SequenceUpdate]:
         """Sample each sequence's next token; the finished leave and give their blocks back."""
