@@ -105,7 +105,8 @@ class PagedEngine(GenerationEngine):
     def _add_one(self, seq_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
         need = self.pool.blocks_for(len(prompt_ids) + 1)
         # a prompt past max_context gets that error (GenerationEngine.add): the tighter, named limit
-        if prompt_ids and need > self.pool.num_blocks and len(prompt_ids) < self.max_context:
+        fits_context = self.max_context is None or len(prompt_ids) < self.max_context
+        if prompt_ids and need > self.pool.num_blocks and fits_context:
             raise LLMRequestError(
                 400, f"the prompt has {len(prompt_ids)} tokens, more than the KV cache holds ({self.pool.num_blocks} "
                 f"blocks of {self.pool.block_size} tokens, kv_cache_blocks): shorten the prompt or raise "
