@@ -357,7 +357,7 @@ class PagedEngine(GenerationEngine):
         computed = self._computed[seq.seq_id] + n
         self._computed[seq.seq_id] = computed
         table = self._tables[seq.seq_id]
-        if len(table.hashes) < computed // self.pool.block_size:  # a block filled: (one step in block_size)
+        if len(table.hashes) < computed // self.pool.block_size:  # a block filled (one step in block_size): name it
             self.pool.seal_full_blocks(self._tokens(seq), computed, table)
 
     def _finish_tokens(self, seqs: list[Sequence], logits: torch.Tensor) -> list[SequenceUpdate]:
