@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 
 import pytest
 import torch
@@ -441,7 +442,7 @@ def test_kv_cache_memory_fraction_sizes_the_pool(model_dir, model, monkeypatch, 
         _handler(model_dir, {"paged_kv_cache": False, "kv_cache_memory_fraction": 0.5})
 
 
-def test_the_paged_cache_is_the_default_where_the_fast_forward_runs_on_a_cpu(model_dir, monkeypatch):
+def test_the_paged_cache_is_the_default_where_the_fast_forward_runs_on_a_cpu(model_dir, monkeypatch, caplog):
     """No paged_kv_cache: the paged cache where it is measured to win (one CPU process, the fast
     forward, the native decode attention); the rectangle with Hugging Face's forward or without the
     kernel; the pool's own keys ask for the paged cache; false keeps the rectangle."""
@@ -457,7 +458,10 @@ def test_the_paged_cache_is_the_default_where_the_fast_forward_runs_on_a_cpu(mod
         assert type(h.engine) is GenerationEngine and "paged" not in h.engine.forward_path
     assert isinstance(_handler(model_dir, {"fast_path": False, "kv_cache_blocks": 40}).engine, PagedEngine)
     monkeypatch.setenv("TS_NATIVE_KERNELS", "0")  # no native kernel: the paged cache would gather
-    assert type(_handler(model_dir, {}).engine) is GenerationEngine
+    with caplog.at_level(logging.INFO, logger="ts.torch_handler.llm_handler"):
+        assert type(_handler(model_dir, {}).engine) is GenerationEngine
+    assert "KV cache: the rectangle batch cache (the paged one is the default on a CPU only with its native" \
+        in caplog.text
     assert isinstance(_handler(model_dir, {"paged_kv_cache": True}).engine, PagedEngine)
 
 

@@ -56,7 +56,13 @@ def paged_by_default(model: Any, fast_path: bool | None, stage: PipelineStage | 
     if stage is not None or info.world_size > 1 or fast_path is False or device.type != "cpu":
         return False
     dtype = next(model.parameters()).dtype
-    return unsupported_reason(model) is None and decode_kernel(device, dtype) is not None
+    if unsupported_reason(model) is not None:
+        return False
+    if decode_kernel(device, dtype) is None:
+        logger.info("KV cache: the rectangle batch cache (the paged one is the default on a CPU only with its "
+                    "native decode attention; set handler.paged_kv_cache: true to use it anyway)")
+        return False
+    return True
 
 
 def paged_engine(model: Any, tokenizer: Any, settings: dict[str, Any], limits: dict[str, Any],
