@@ -162,6 +162,19 @@ class GenerationEngine:
         self._waiting.append(seqs[0])
         self._ids.update(s.seq_id for s in seqs)
 
+    def add_all(self, groups: list[tuple[str, list[int], list[str]]], params: SamplingParams) -> None:
+        """One request's prompts ``(seq_id, prompt_ids, fork_ids)``: all of them queued, or none
+        (the first refusal's LLMRequestError is raised after the ones queued are cancelled)."""
+        added: list[str] = []
+        try:
+            for seq_id, ids, forks in groups:
+                self.add(seq_id, ids, params, forks)
+                added.append(seq_id)
+        except LLMRequestError:
+            for seq_id in added:
+                self.cancel(seq_id)
+            raise
+
     def cancel(self, seq_id: str) -> bool:
         """Drop a sequence now (its KV rows too); the next step reports it as 'cancelled'."""
         if seq_id not in self._ids:
@@ -215,6 +228,15 @@ class GenerationEngine:
         """The share of the batch cache's token capacity (every slot at the full context) that
         the running sequences hold."""
         return sum(s.cached_len for s in self._running) / (self.max_batch_size * self.max_context)
+
+    @property
+    def model_class(self) -> str:
+        return type(self.model).__name__
+
+    @property
+    def prefix_hit_rate(self) -> float | None:
+        """The prefix cache's hit ratio (prompt tokens found of those looked up); None without one."""
+        return None
 
     def abort_all(self) -> list[str]:
         """Forget every sequence (after a failed step); returns their ids."""

@@ -31,6 +31,21 @@ logger = logging.getLogger("ts.torch_handler.llm_handler")
 PAGED_KEYS = ("kv_cache_blocks", "kv_cache_memory_fraction", "block_size", "enable_prefix_caching")
 
 
+def wants_engine_process(settings: dict[str, Any], continuous: bool, info: RankInfo) -> bool:
+    """``handler.engine_process``: the engine in a process of its own (``engine_core.py``); by
+    default wherever continuous batching runs on one rank."""
+    asked = settings.get("engine_process")
+    if asked and not continuous:
+        raise ModelConfigError("handler.engine_process: true needs continuousBatching: true (TorchServe's batch "
+                               "call runs the engine in the worker): set continuousBatching or remove engine_process")
+    if asked and info.world_size > 1:
+        raise ModelConfigError("handler.engine_process: true needs a single rank (on torchrun ranks rank 0 "
+                               "schedules the other ranks' engines): remove engine_process")
+    if asked is None:
+        return continuous and info.world_size == 1
+    return bool(asked)
+
+
 def build_engine(model: Any, tokenizer: Any, settings: dict[str, Any], limits: dict[str, Any],
                  fast_path: bool | None, info: RankInfo, stage: PipelineStage | None,
                  device: torch.device) -> GenerationEngine:

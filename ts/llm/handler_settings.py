@@ -23,6 +23,8 @@ SETTINGS: dict[str, KeySpec] = {
     "dtype": KeySpec(lambda v: v == "auto" or dtype_name(v), "auto, float32, float16 or bfloat16"),
     "trust_remote_code": KeySpec(boolean, "true or false"),
     "fast_path": KeySpec(boolean, "true or false (default: the engine's fast forward when the model supports it)"),
+    "engine_process": KeySpec(boolean, "true or false (default: true with continuousBatching on one rank: the "
+                                       "engine steps in a process of its own while the worker streams the answers)"),
     "strict_fields": KeySpec(boolean, "true or false (default false: unknown OpenAI request fields are ignored "
                                       "with a warning)"),
     # the paged KV cache (ts/llm/paged, docs/llm.md); vLLM's names where vLLM has the knob

@@ -177,6 +177,9 @@ class SequenceUpdate:
     prompt_tokens: int
     completion_tokens: int
     logprobs: list[TokenLogprob] | None = None  # one per new token when the request asked
+    # the engine process (``engine_process.py``) refused the request after ``add_all`` returned:
+    # the whole request ends with this error (in process, ``add_all`` raises it instead)
+    error: LLMRequestError | None = None
 
 
 @dataclass

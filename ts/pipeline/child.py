@@ -72,7 +72,7 @@ def _error_for(exc: BaseException, handler: Any, stage: str, model_name: str) ->
     return err.status, err.message
 
 
-def _start_reader(conn: Connection) -> queue.Queue:
+def start_reader(conn: Connection) -> queue.Queue:
     """Drain the pipe on a thread: the worker may send the next task while this process still
     runs (and answers) the current one, so neither side ever blocks on a full pipe."""
     inbox: queue.Queue = queue.Queue()
@@ -111,7 +111,7 @@ def child_main(conn: Connection, config: Any, index: int) -> None:
     from ts.metrics.outbox import take_records
 
     model_name = context.model_name
-    inbox = _start_reader(conn)
+    inbox = start_reader(conn)
     while True:
         msg = inbox.get()
         if msg is None or msg[0] == "stop":

@@ -23,12 +23,14 @@ from typing import Any
 import torch
 
 from ts.context import Context
-from ts.handler_utils.distributed.config import ModelConfigError, section, to_dtype, validate_section
+from ts.handler_utils.distributed.config import ModelConfigError, section, validate_section
 from ts.handler_utils.distributed.coordinator import RankCoordinator
 from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
 from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
-from ts.llm.engine_choice import build_engine
+from ts.llm.engine_choice import build_engine, wants_engine_process
+from ts.llm.engine_core import CoreConfig, load_causal_lm, model_dtype
+from ts.llm.engine_process import EngineProcess, EngineProcessLost, EngineStepFailed
 from ts.llm.fields import CHAT, COMPLETIONS, GENERATE, TS
 from ts.llm.handler_settings import (
     DEFAULT_MAX_NEW_TOKENS,
@@ -55,7 +57,8 @@ class LLMHandler(BaseHandler):
     def __init__(self) -> None:
         super().__init__()
         self.tokenizer: Any = None
-        self.engine: GenerationEngine | None = None
+        # in this process, or the engine process's stand-in (handler.engine_process, ts/llm/engine_process.py)
+        self.engine: GenerationEngine | EngineProcess | None = None
         self.settings: dict[str, Any] = {}
         self.model_name = ""
         self._requests: dict[str, LLMRequest] = {}
@@ -72,7 +75,7 @@ class LLMHandler(BaseHandler):
 
     # ------------------------------------------------------------------ loading
     def initialize(self, context: Context) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         info = rank_info(context)
         # torchrun ranks: CUDA local_rank (or the CPU), as the distributed base handlers choose
@@ -90,28 +93,25 @@ class LLMHandler(BaseHandler):
         trust = self.settings.get("trust_remote_code", False)
         dtype_setting = self.settings.get("dtype", "auto")
         assert self.device is not None
-        if dtype_setting != "auto":
-            dtype: Any = to_dtype(dtype_setting)
-        else:  # the checkpoint's dtype on accelerators; float32 on CPU (half precision is slow there)
-            dtype = torch.float32 if self.device.type == "cpu" else "auto"
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
-        parallel = str((self.model_yaml_config or {}).get("parallelType") or "tp")
-        if info.world_size > 1 and not (self.model_yaml_config or {}).get("continuousBatching"):
+        yaml_config = self.model_yaml_config or {}
+        parallel = str(yaml_config.get("parallelType") or "tp")
+        continuous = bool(yaml_config.get("continuousBatching"))
+        if info.world_size > 1 and not continuous:
             raise ModelConfigError(f"llm_handler on several ranks (parallelType {parallel}) needs continuousBatching: "
                                    "true: rank 0 schedules every step and the other ranks replay it")
+        separate = wants_engine_process(self.settings, continuous, info)
         stage = None
         if info.world_size > 1:
             ensure_process_group(info, self.device)
         if info.world_size > 1 and parallel == "pp":  # each rank keeps its run of layers (ts/llm/pipeline_parallel.py)
-            stage = load_stage(path, dtype, trust, info.rank, info.world_size, self.device)
+            stage = load_stage(path, model_dtype(dtype_setting, self.device), trust, info.rank, info.world_size,
+                               self.device)
             self.model = stage.model
         elif info.world_size > 1:  # torchrun ranks: the model sharded by its own tensor-parallel plan
-            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust,
-                                                              tp_plan="auto")
-        else:
-            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust)
-            self.model.to(self.device)
-        self.model.eval()
+            self.model = load_causal_lm(path, dtype_setting, trust, self.device, tp_plan="auto")
+        elif not separate:  # else the engine process loads it
+            self.model = load_causal_lm(path, dtype_setting, trust, self.device)
         batch_size = int(context.system_properties.get("batch_size") or 1)
         max_batch = self.settings.get("max_batch_size", batch_size)
         fast_path = self.settings.get("fast_path")
@@ -125,11 +125,15 @@ class LLMHandler(BaseHandler):
             max_tokens_per_step=self.settings.get("max_tokens_per_step", max(DEFAULT_MAX_TOKENS_PER_STEP, max_batch)),
             max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
             max_context=self.settings.get("max_context"))
-        self.engine = build_engine(self.model, self.tokenizer, self.settings, limits, fast_path, info, stage,
-                                   self.device)
+        if separate:
+            self.engine = EngineProcess(CoreConfig(context.model_name, path, dtype_setting, trust, str(self.device),
+                                                   self.settings, limits, fast_path))
+        else:
+            self.engine = build_engine(self.model, self.tokenizer, self.settings, limits, fast_path, info, stage,
+                                       self.device)
         self.model_name = context.model_name
         self.llm_metrics = LLMMetrics(context.metrics if info.rank == 0 else None, context.model_name)
-        self.conversations = Conversations(enabled=bool((self.model_yaml_config or {}).get("sequenceBatching")))
+        self.conversations = Conversations(enabled=bool(yaml_config.get("sequenceBatching")))
         if info.world_size > 1:
             self.coordinator = RankCoordinator(context.model_name, info.rank, info.world_size)
             self.leader, self.rank = info.rank == 0, info.rank
@@ -137,9 +141,9 @@ class LLMHandler(BaseHandler):
                 self.coordinator.start_following(self._replay)
         self.initialized = True
         logger.info("LLM %s: %s%s on %s, max_batch_size=%d, max_tokens_per_step=%d, context %d tokens, %s",
-                    context.model_name, type(self.model).__name__,
-                    f" {stage.describe()}" if stage is not None else "", self.device, self.engine.max_batch_size,
-                    self.engine.max_tokens_per_step, self.engine.max_context, self.engine.forward_path)
+                    context.model_name, self.engine.model_class, f" {stage.describe()}" if stage is not None else "",
+                    self.device, self.engine.max_batch_size, self.engine.max_tokens_per_step, self.engine.max_context,
+                    self.engine.forward_path)
 
     def _max_new_tokens(self) -> dict[str, int]:
         """``max_tokens`` when a request omits it: OpenAI's documented defaults on the OpenAI forms
@@ -153,9 +157,9 @@ class LLMHandler(BaseHandler):
     def _record_cache_metrics(self) -> None:
         """The paged cache's prefix hit ratio (docs/metrics.md), when a request ends; its block use is
         the engine's ``kv_cache_usage`` gauge."""
-        pool = getattr(self.engine, "pool", None)
-        if pool is not None:
-            self.llm_metrics.prefix_cache(pool.stats.hit_rate)
+        hit_rate = self.engine.prefix_hit_rate if self.engine is not None else None
+        if hit_rate is not None:
+            self.llm_metrics.prefix_cache(hit_rate)
 
     def _parse(self, request_id: str, body: Any, headers: dict[str, str] | None) -> LLMRequest:
         req = LLMRequest.parse(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
@@ -181,14 +185,9 @@ class LLMHandler(BaseHandler):
         groups = req.groups()
         if len(groups) == 1:  # a stateful sequence's turn: the conversation so far, then this prompt
             groups = [(groups[0][0], self.conversations.prompt(request_id, headers, groups[0][1]), groups[0][2])]
-        added: list[str] = []
-        try:
-            for seq_id, ids, forks in groups:
-                self.engine.add(seq_id, ids, req.params, forks)
-                added.append(seq_id)
+        try:  # all of the request or nothing (an engine process refuses it at the next step instead)
+            self.engine.add_all(groups, req.params)
         except LLMRequestError as exc:
-            for seq_id in added:  # all of the request or nothing (a queued prompt's forks go with it)
-                self.engine.cancel(seq_id)
             self.conversations.finished(request_id, completed=False)
             error_event(request_id, exc, req.kind)  # sets exc.body in the request's form
             raise
@@ -251,9 +250,14 @@ class LLMHandler(BaseHandler):
     def _leave_job(self, why: str) -> None:
         """A failed step leaves the ranks out of step (a peer may wait for a send or a collective
         that never comes, or take the next step's data for this one's): this rank exits, so that
-        torchrun restarts them all and the frontend fails what is still in flight."""
-        logger.error("LLM %s: rank %d leaves the torchrun job after a failed step (%s); torchrun restarts the ranks",
-                     self.model_name, self.rank, why)
+        torchrun restarts them all and the frontend fails what is still in flight. A worker whose
+        engine process died exits too: the frontend starts a new worker."""
+        if self.coordinator is not None:
+            logger.error("LLM %s: rank %d leaves the torchrun job after a failed step (%s); torchrun restarts the "
+                         "ranks", self.model_name, self.rank, why)
+        else:
+            logger.error("LLM %s: the worker exits, its engine process is gone (%s); the frontend starts a new one",
+                         self.model_name, why)
         for handler in logging.getLogger().handlers:  # os._exit skips the usual flush
             handler.flush()
         os._exit(1)
@@ -261,7 +265,7 @@ class LLMHandler(BaseHandler):
     def _engine_step(self) -> list[Any]:
         assert self.engine is not None
         if self.coordinator is None:
-            return self.engine.step()
+            return self.engine.step()  # an engine process's: the steps it took since the last call
         payload = {"commands": self._commands, "seed": int(torch.randint(0, 2**62, (1,)).item())}
         self._commands = []
 
@@ -274,6 +278,8 @@ class LLMHandler(BaseHandler):
         """The worker is stopping: rank 0 releases the other ranks' step loop."""
         if self.coordinator is not None and self.leader:
             self.coordinator.stop()
+        if isinstance(self.engine, EngineProcess):
+            self.engine.close()
 
     def step(self) -> list[LLMEvent]:
         """One engine step; a failing step fails every request in the engine (status 500, or 507
@@ -287,12 +293,16 @@ class LLMHandler(BaseHandler):
         except Exception as exc:  # noqa: BLE001 - one broken step must not leave requests hanging
             from ts.service import is_oom
 
-            logger.exception("LLM %s: generation step failed", self.model_name)
+            if isinstance(exc, (EngineStepFailed, EngineProcessLost)):  # the engine process logged its own trace
+                logger.error("LLM %s: generation step failed in the engine process: %s", self.model_name, exc)
+                err = f"generation failed: {exc}"
+            else:
+                logger.exception("LLM %s: generation step failed", self.model_name)
+                err = f"generation failed: {type(exc).__name__}: {exc}"
             self.engine.abort_all()
-            status = 507 if is_oom(exc) else 500
-            err = f"generation failed: {type(exc).__name__}: {exc}"
-            if self.coordinator is not None:
-                self._broken = err
+            status = 507 if getattr(exc, "oom", False) or is_oom(exc) else 500
+            if self.coordinator is not None or isinstance(exc, EngineProcessLost):
+                self._broken = err  # the ranks are out of step, or the engine is gone: the worker leaves
             events: list[LLMEvent] = [error_event(rid, LLMRequestError(status, err, code="engine_error"), req.kind)
                       for rid, req in self._requests.items()]
             for rid in self._requests:
@@ -307,6 +317,9 @@ class LLMHandler(BaseHandler):
             rid = self._owner.get(u.seq_id)
             req = self._requests.get(rid) if rid is not None else None
             if rid is None or req is None:  # cancelled: the caller already knows
+                continue
+            if u.error is not None:  # the engine process refused the request
+                events.append(self._refused_later(rid, req, u.error))
                 continue
             generated[rid] = generated.get(rid, 0) + len(u.new_token_ids)
             done = req.on_update(u)
@@ -326,6 +339,17 @@ class LLMHandler(BaseHandler):
         if any(u.finished for u in updates):
             self._record_cache_metrics()
         return events
+
+    def _refused_later(self, request_id: str, req: LLMRequest, error: LLMRequestError) -> LLMEvent:
+        """A request the engine process refused (``add_all`` queued it): it ends with that error."""
+        del self._requests[request_id]
+        for seq_id in req.choices:
+            self._owner.pop(seq_id, None)
+            if self.engine is not None:
+                self.engine.cancel(seq_id)  # the others of a request with several prompts
+        self.conversations.finished(request_id, completed=False)
+        self.llm_metrics.finished(request_id, "error")
+        return error_event(request_id, error, req.kind)
 
     def end_sequence(self, sequence_id: str) -> None:
         """The frontend closed a stateful sequence (SEQUENCE_END): its conversation is forgotten
@@ -350,7 +374,7 @@ class LLMHandler(BaseHandler):
 
     # ------------------------------------------------------------------ TorchServe's batch call
     def handle(self, data: list[dict[str, Any]], context: Context) -> list[Any]:
-        assert self.engine is not None, "initialize() first"
+        assert isinstance(self.engine, GenerationEngine), "initialize() first"
         self.context = context
         results: list[Any] = [None] * len(data)
         batch = []

@@ -81,6 +81,10 @@ class PagedEngine(GenerationEngine):
         return self.pool.stats
 
     @property
+    def prefix_hit_rate(self) -> float | None:
+        return self.pool.stats.hit_rate
+
+    @property
     def kv_cache_usage(self) -> float:
         """The share of the pool's blocks that live sequences and conversation pins hold (cached
         unreferenced blocks count as free)."""

@@ -1,0 +1,213 @@
+"""The engine in a process of its own (``handler.engine_process``, ts/llm/engine_core.py and
+engine_process.py): the same answers as the engine in the worker, refusals a step later, a
+cancelled request freed in the core, a failed step and a killed core answered, and the core
+stopped with the handler."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import threading
+import time
+from multiprocessing import Pipe
+
+import pytest
+from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
+
+from ts.context import Context
+from ts.handler_utils.distributed.config import ModelConfigError
+from ts.llm.engine import GenerationEngine
+from ts.llm.engine_core import run
+from ts.llm.engine_process import EngineProcess, EngineStepFailed
+from ts.torch_handler.llm_handler import LLMEvent, LLMHandler
+
+N = 6
+
+
+def make_handler(model_dir, handler_cfg=None, batch_size=4, continuous=True) -> LLMHandler:
+    cfg = {"handler": {"max_new_tokens": N, "max_context": 128, **(handler_cfg or {})},
+           "continuousBatching": continuous}
+    ctx = Context("tiny", str(model_dir), {"model": {}}, batch_size, None, "test", model_yaml_config=cfg)
+    h = LLMHandler()
+    h.initialize(ctx)
+    return h
+
+
+@pytest.fixture(scope="module")
+def handler(model_dir):
+    h = make_handler(model_dir)
+    yield h
+    h.close()
+
+
+def drain(h: LLMHandler, deadline_s: float = 60.0) -> dict[str, list[LLMEvent]]:
+    events: dict[str, list[LLMEvent]] = {}
+    deadline = time.monotonic() + deadline_s
+    while h.has_work():
+        assert time.monotonic() < deadline, "the engine process did not finish its requests"
+        for e in h.step():
+            events.setdefault(e.request_id, []).append(e)
+    return events
+
+
+def final(events: list[LLMEvent]) -> LLMEvent:
+    ends = [e for e in events if e.final is not None]
+    assert len(ends) == 1, events
+    return ends[0]
+
+
+def test_the_default_with_continuous_batching_is_a_process_and_its_answers_are_generates(handler, model, tok):
+    assert isinstance(handler.engine, EngineProcess) and handler.model is None
+    assert "in an engine process (pid" in handler.engine.forward_path
+    assert handler.engine.max_context == 128 and handler.engine.max_batch_size == 4
+    prompts = {"a": "Hello there", "b": "The quick brown fox jumps over", "c": "x", "d": "one two three four",
+               "e": "Once upon a time"}  # five for four slots: one waits for a free one
+    for rid, prompt in prompts.items():
+        handler.add_request(rid, json.dumps({"prompt": prompt, "max_new_tokens": N}).encode(), {})
+    events = drain(handler)
+    for rid, prompt in prompts.items():
+        want = tok.decode(reference(model, tok(prompt)["input_ids"], N), skip_special_tokens=True)
+        body = json.loads(final(events[rid]).final)
+        assert body["text"] == want and body["usage"]["completion_tokens"] == N
+    assert handler.step_stages()["decode"] >= 0
+
+
+def test_streamed_chunks_and_openai_answers_come_through_the_process(handler, model, tok):
+    handler.add_request("s", json.dumps({"prompt": "Hello there", "max_new_tokens": N, "stream": True}).encode(), {})
+    events = drain(handler)["s"]
+    want = tok.decode(reference(model, tok("Hello there")["input_ids"], N), skip_special_tokens=True)
+    assert b"".join(e.chunk or b"" for e in events) + (final(events).final or b"") == want.encode()
+    handler.add_request("o", json.dumps({"model": "tiny", "prompt": "Hello there", "max_tokens": N, "temperature": 0}).encode(),
+                        {"x-tserve-openai": "completions"})
+    body = json.loads(final(drain(handler)["o"]).final)
+    assert body["choices"][0]["text"] == want and body["object"] == "text_completion"
+
+
+def test_a_prompt_past_the_context_is_refused_a_step_later_and_the_others_go_on(handler):
+    handler.add_request("ok", json.dumps({"prompt": "Hello there", "max_new_tokens": N}).encode(), {})
+    handler.add_request("long", json.dumps({"prompt": "x " * 300, "max_new_tokens": N}).encode(), {})
+    # several prompts: the first fits, the second does not: the whole request is refused
+    handler.add_request("two", json.dumps({"prompt": ["Hello", "x " * 300], "max_new_tokens": N}).encode(),
+                        {"x-tserve-openai": "completions"})
+    events = drain(handler)
+    refused = final(events["long"])
+    assert refused.status == 400 and b"max_context=128" in refused.final and b"shorten the prompt" in refused.final
+    assert final(events["two"]).status == 400 and len(events["two"]) == 1
+    assert final(events["ok"]).status == 200
+    assert not handler.engine.has_work()
+
+
+def test_a_full_queue_answers_503_with_retry_after(model_dir):
+    h = make_handler(model_dir, {"max_waiting": 1}, batch_size=1)
+    try:
+        for rid in ("r1", "r2", "r3"):  # r1 runs, r2 waits, r3 finds the queue full
+            h.add_request(rid, json.dumps({"prompt": "Hello there", "max_new_tokens": 40}).encode(), {})
+        events = drain(h)
+        full = final(events["r3"])
+        assert full.status == 503 and full.headers == {"Retry-After": "1"} and b"max_waiting=1" in full.final
+        assert final(events["r1"]).status == 200 and final(events["r2"]).status == 200
+    finally:
+        h.close()
+
+
+def test_a_cancelled_request_gets_no_more_events_and_its_slot_is_freed_in_the_core(handler):
+    handler.add_request("gone", json.dumps({"prompt": "Hello there", "max_new_tokens": 100}).encode(), {})
+    deadline = time.monotonic() + 30
+    while handler.engine.num_running == 0:  # running in the core
+        assert time.monotonic() < deadline
+        handler.step()
+    handler.cancel("gone")
+    handler.add_request("next", json.dumps({"prompt": "Hi", "max_new_tokens": 2}).encode(), {})
+    events = drain(handler)
+    assert "gone" not in events and final(events["next"]).status == 200
+    assert handler.engine.num_running == 0  # the core's gauge after its last step
+
+
+def test_a_failed_step_fails_every_request_with_the_cores_message(handler, monkeypatch):
+    handler.add_request("f", json.dumps({"prompt": "Hello there", "max_new_tokens": 50}).encode(), {})
+
+    def failed() -> list:
+        raise EngineStepFailed("OutOfMemoryError: CUDA out of memory", oom=True)
+    monkeypatch.setattr(handler.engine, "step", failed)
+    events = handler.step()
+    monkeypatch.undo()
+    assert len(events) == 1 and events[0].status == 507 and b"out of memory" in events[0].final
+    assert handler._broken is None  # the core is alive and empty: the worker goes on
+    drain(handler)  # whatever the core still sent for "f" is dropped
+    handler.add_request("after", json.dumps({"prompt": "Hi", "max_new_tokens": 2}).encode(), {})
+    assert final(drain(handler)["after"]).status == 200
+
+
+def test_the_cores_loop_reports_a_failed_step_and_serves_on(model, tok):
+    engine = GenerationEngine(model, tok, max_batch_size=2, max_context=64)
+    worker, core = Pipe(duplex=True)
+    inbox: queue.Queue = queue.Queue()
+    calls = {"n": 0}
+    real_step = engine.step
+
+    def step_once_failing():
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("boom")
+        return real_step()
+    engine.step = step_once_failing  # type: ignore[method-assign]
+    from ts.llm.params import SamplingParams
+
+    loop = threading.Thread(target=run, args=(engine, core, inbox, "tiny"), daemon=True)
+    loop.start()
+    inbox.put(("add", [("a", tok("Hello")["input_ids"], [])], SamplingParams(max_new_tokens=2)))
+    assert worker.poll(30)
+    assert worker.recv() == ("failed", False, "RuntimeError: boom")
+    assert not engine.has_work()  # every sequence dropped
+    inbox.put(("add", [("b", tok("Hello")["input_ids"], [])], SamplingParams(max_new_tokens=2)))
+    seen = []
+    while not any(u.finished for u in seen):
+        assert worker.poll(30)
+        kind, updates, _ = worker.recv()
+        assert kind == "step"
+        seen.extend(updates)
+    assert {u.seq_id for u in seen} == {"b"}
+    inbox.put(("stop",))
+    loop.join(10)
+    assert not loop.is_alive()
+
+
+def test_a_killed_core_fails_what_is_in_flight_and_the_worker_leaves(model_dir, monkeypatch):
+    h = make_handler(model_dir)
+    left: list[str] = []
+    monkeypatch.setattr(h, "_leave_job", left.append)  # the real one ends the worker process
+    try:
+        h.add_request("k", json.dumps({"prompt": "Hello there", "max_new_tokens": 100}).encode(), {})
+        h.step()
+        os.kill(h.engine.pid, signal.SIGKILL)
+        events: list[LLMEvent] = []
+        deadline = time.monotonic() + 30
+        while not events:
+            assert time.monotonic() < deadline
+            events = [e for e in h.step() if e.final is not None]
+        assert events[0].status == 500 and b"killed by SIGKILL" in events[0].final
+        assert h.has_work()  # one more step: the one that leaves
+        h.step()
+        assert left and "killed by SIGKILL" in left[0]
+    finally:
+        h.close()
+
+
+def test_close_stops_the_core(model_dir):
+    h = make_handler(model_dir)
+    pid = h.engine.pid
+    h.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_the_key_and_its_limits(model_dir):
+    h = make_handler(model_dir, {"engine_process": False})
+    assert isinstance(h.engine, GenerationEngine) and h.model is not None
+    with pytest.raises(ModelConfigError, match="engine_process: true needs continuousBatching"):
+        make_handler(model_dir, {"engine_process": True}, continuous=False)
+    # a model-config error found in the core is the load's error, naming its key
+    with pytest.raises(ModelConfigError, match="kv_cache_blocks needs the paged KV cache"):
+        make_handler(model_dir, {"paged_kv_cache": False, "kv_cache_blocks": 8})

@@ -1,0 +1,178 @@
+"""The engine core: the generation engine in a process of its own (``handler.engine_process``).
+
+vLLM's split, for the same reason: the worker process parses and tokenizes requests, turns each
+step's tokens into answers (chunk JSON, frames) and talks to the frontend, while this process
+only schedules, runs the forward and samples, step after step. Both hold a GIL of their own, so
+the worker's per-token work runs beside the forward instead of between two of its steps.
+
+The worker's side is ``engine_process.py``. Messages (pickled, over one duplex pipe):
+
+* worker -> core: ``("add", groups, params)`` (one request's prompts, all or none),
+  ``("cancel", seq_id)``, ``("converse", seq_id, conversation)``, ``("end", conversation)``,
+  ``("abort",)``, ``("stop",)``;
+* core -> worker: ``("ready", info)`` or ``("load-failed", kind, message)`` once, then per step
+  ``("step", updates, stats)``, ``("refused", seq_id, error fields)`` for a refused request and
+  ``("failed", oom, message)`` for a step that raised (the core has dropped every sequence).
+
+A command is read by a thread (``start_reader``), so neither side ever blocks on a full pipe.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sys
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ts.llm.params import LLMRequestError
+
+logger = logging.getLogger("ts.llm.engine_core")
+
+LOG_FORMAT = "%(asctime)s [%(levelname)s] %(name)s - %(message)s"
+
+
+@dataclass
+class CoreConfig:
+    """What the core needs to load the model and build its engine (picklable)."""
+
+    model_name: str
+    path: str
+    dtype: str               # "auto" or a dtype name
+    trust_remote_code: bool
+    device: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)
+    fast_path: bool | None = None
+
+
+def model_dtype(dtype_setting: str, device: Any) -> Any:
+    """``handler.dtype``; "auto": the checkpoint's on accelerators, float32 on a CPU (half
+    precision is slow there)."""
+    import torch
+
+    from ts.handler_utils.distributed.config import to_dtype
+
+    if dtype_setting != "auto":
+        return to_dtype(dtype_setting)
+    return torch.float32 if torch.device(device).type == "cpu" else "auto"
+
+
+def load_causal_lm(path: str, dtype_setting: str, trust: bool, device: Any, **kwargs: Any) -> Any:
+    """The Hugging Face causal LM in eval mode. ``kwargs`` go to ``from_pretrained`` (e.g.
+    ``tp_plan``, which places the shards); without them the model is moved to ``device``."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=model_dtype(dtype_setting, device),
+                                                 trust_remote_code=trust, **kwargs)
+    if not kwargs:
+        model.to(device)
+    return model.eval()
+
+
+def build_core_engine(config: CoreConfig) -> Any:
+    from transformers import AutoTokenizer
+
+    import torch
+    from ts.llm.engine_choice import build_engine
+    from ts.utils.ranks import RankInfo
+
+    started = time.monotonic()
+    device = torch.device(config.device)
+    logger.info("engine core for %s (pid %d): loading %s on %s", config.model_name, os.getpid(), config.path, device)
+    tokenizer = AutoTokenizer.from_pretrained(config.path, trust_remote_code=config.trust_remote_code)
+    model = load_causal_lm(config.path, config.dtype, config.trust_remote_code, device)
+    engine = build_engine(model, tokenizer, config.settings, config.limits, config.fast_path, RankInfo(), None,
+                          device)
+    logger.info("engine core for %s: %s loaded in %.1f s", config.model_name, type(model).__name__,
+                time.monotonic() - started)
+    return engine
+
+
+def engine_info(engine: Any) -> dict[str, Any]:
+    return {"max_batch_size": engine.max_batch_size, "max_tokens_per_step": engine.max_tokens_per_step,
+            "max_context": engine.max_context, "forward_path": engine.forward_path,
+            "model_class": engine.model_class}
+
+
+def step_stats(engine: Any) -> tuple[Any, ...]:
+    """What the worker shows of a step: its timings and the engine's gauges after it."""
+    last = engine.last_step
+    return (last.decode_s, last.prefill_s, list(last.prefilled), engine.num_running, engine.num_waiting,
+            engine.kv_cache_usage, engine.prefix_hit_rate)
+
+
+def refusal(seq_id: str, exc: LLMRequestError) -> tuple[Any, ...]:
+    return ("refused", seq_id, exc.status, exc.message, exc.param, exc.code, exc.retry_after)
+
+
+def apply(engine: Any, conn: Connection, command: tuple[Any, ...]) -> None:
+    kind = command[0]
+    if kind == "add":
+        groups, params = command[1], command[2]
+        try:
+            engine.add_all(groups, params)
+        except LLMRequestError as exc:
+            conn.send(refusal(groups[0][0], exc))
+    elif kind == "cancel":
+        engine.cancel(command[1])
+    elif kind in ("converse", "end"):  # the paged cache pins a conversation's blocks; the rectangle has none
+        method = getattr(engine, "converse" if kind == "converse" else "end_conversation", None)
+        if method is not None:
+            method(*command[1:])
+    elif kind == "abort":
+        engine.abort_all()
+    else:
+        raise ValueError(f"unknown engine command {kind!r}")
+
+
+def run(engine: Any, conn: Connection, inbox: queue.Queue, model_name: str) -> None:
+    """Apply the commands that arrived, take a step while there is work; wait when there is none."""
+    from ts.service import is_oom
+
+    while True:
+        wait = not engine.has_work()
+        while True:
+            try:
+                command = inbox.get(block=wait)
+            except queue.Empty:
+                break
+            if command is None or command[0] == "stop":
+                return
+            apply(engine, conn, command)
+            wait = not engine.has_work()
+        try:
+            updates = engine.step()
+        except Exception as exc:  # noqa: BLE001 - the worker fails every request and the engine goes on empty
+            logger.exception("engine core for %s: generation step failed", model_name)
+            engine.abort_all()
+            conn.send(("failed", is_oom(exc), f"{type(exc).__name__}: {exc}"))
+            continue
+        conn.send(("step", updates, step_stats(engine)))
+
+
+def core_main(conn: Connection, config: CoreConfig) -> None:
+    """The core process's entry point (spawned by ``engine_process.EngineProcess``)."""
+    from ts.handler_utils.distributed.config import ModelConfigError
+    from ts.pipeline.child import start_reader
+
+    logging.basicConfig(level=os.environ.get("TS_WORKER_LOG_LEVEL", "INFO"), format=LOG_FORMAT, stream=sys.stdout)
+    inbox = start_reader(conn)  # a worker gone while loading ends this process (EOF -> None)
+    try:
+        engine = build_core_engine(config)
+    except ModelConfigError as exc:
+        conn.send(("load-failed", "config", str(exc)))
+        return
+    except Exception as exc:  # noqa: BLE001 - reported to the worker, which fails the model's load
+        logger.exception("engine core for %s: loading failed", config.model_name)
+        conn.send(("load-failed", type(exc).__name__, str(exc)))
+        return
+    conn.send(("ready", engine_info(engine)))
+    try:
+        run(engine, conn, inbox, config.model_name)
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        pass  # the worker is gone: nothing to answer
+    logger.info("engine core for %s: stopped", config.model_name)
