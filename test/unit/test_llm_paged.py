@@ -482,8 +482,9 @@ def test_the_paged_cache_serves_more_forks_than_batch_slots_in_turns(model_dir):
 def test_handler_pins_a_stateful_sequences_blocks_until_its_end(model_dir):
     from ts.llm.sessions import SEQUENCE_ID
 
-    h = _handler(model_dir, {"paged_kv_cache": True, "kv_cache_blocks": 64, "block_size": 4, "max_new_tokens": 8},
-                 sequenceBatching=True, continuousBatching=True)
+    # the engine in this process, to read its pins (served, the engine process: test_llm_sessions.py)
+    h = _handler(model_dir, {"paged_kv_cache": True, "kv_cache_blocks": 64, "block_size": 4, "max_new_tokens": 8,
+                             "engine_process": False}, sequenceBatching=True, continuousBatching=True)
     pinned = [0]
     for rid, prompt in (("t1", "Once upon a time there was a little robot"), ("t2", " who loved")):
         before = h.engine.prefix_stats.hit

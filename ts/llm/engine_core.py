@@ -70,13 +70,14 @@ def load_causal_lm(path: str, dtype_setting: str, trust: bool, device: Any, **kw
                                                  trust_remote_code=trust, **kwargs)
     if not kwargs:
         model.to(device)
-    return model.eval()
+    model.eval()  # type: ignore[no-untyped-call]
+    return model
 
 
 def build_core_engine(config: CoreConfig) -> Any:
+    import torch
     from transformers import AutoTokenizer
 
-    import torch
     from ts.llm.engine_choice import build_engine
     from ts.utils.ranks import RankInfo
 
@@ -129,7 +130,7 @@ def apply(engine: Any, conn: Connection, command: tuple[Any, ...]) -> None:
         raise ValueError(f"unknown engine command {kind!r}")
 
 
-def run(engine: Any, conn: Connection, inbox: queue.Queue, model_name: str) -> None:
+def run(engine: Any, conn: Connection, inbox: queue.Queue[Any], model_name: str) -> None:
     """Apply the commands that arrived, take a step while there is work; wait when there is none."""
     from ts.service import is_oom
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import time
 from typing import Any
 
 from ts.handler_utils.distributed.config import ModelConfigError
@@ -84,7 +83,8 @@ class EngineProcess:
             raise RuntimeError(f"the engine process exited with code {self._process.exitcode} while "
                                "loading the model (see the lines before this one)") from exc
         if msg[0] == "ready":
-            return msg[1]
+            info: dict[str, Any] = msg[1]
+            return info
         self._process.join(5)
         if msg[1] == "config":
             raise ModelConfigError(msg[2])

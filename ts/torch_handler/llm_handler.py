@@ -252,12 +252,12 @@ class LLMHandler(BaseHandler):
         that never comes, or take the next step's data for this one's): this rank exits, so that
         torchrun restarts them all and the frontend fails what is still in flight. A worker whose
         engine process died exits too: the frontend starts a new worker."""
-        if self.coordinator is not None:
-            logger.error("LLM %s: rank %d leaves the torchrun job after a failed step (%s); torchrun restarts the "
-                         "ranks", self.model_name, self.rank, why)
-        else:
+        if isinstance(self.engine, EngineProcess):
             logger.error("LLM %s: the worker exits, its engine process is gone (%s); the frontend starts a new one",
                          self.model_name, why)
+        else:
+            logger.error("LLM %s: rank %d leaves the torchrun job after a failed step (%s); torchrun restarts the "
+                         "ranks", self.model_name, self.rank, why)
         for handler in logging.getLogger().handlers:  # os._exit skips the usual flush
             handler.flush()
         os._exit(1)
