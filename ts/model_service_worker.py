@@ -40,6 +40,7 @@ logger = logging.getLogger("ts.worker")
 
 LOG_FORMAT = "%(asctime)s [%(levelname)s] %(name)s - %(message)s"
 _JOIN_LIMIT = 64 * 1024  # frames up to this size in all are copied into one write
+STEP_WAIT_S = 0.05  # the longest a stepping loop waits on the frontend and its handler's step together
 
 
 def rank_socket_name(sock_name: str, local_rank: int) -> str:
@@ -137,13 +138,13 @@ class Worker:
     def send_json(self, ftype: FrameType, batch_id: int, obj: Any) -> None:
         self.send(codec.encode_json_frame(ftype, batch_id, obj))
 
-    def _next_frame(self, wait: bool = True) -> Frame | None | Literal[False]:
+    def _next_frame(self, wait: bool = True, also: int | None = None) -> Frame | None | Literal[False]:
         """The next LOAD / INFERENCE / CANCEL / SEQUENCE_END / STOP frame; PING and bad frames are answered on
         the way. None when the connection ended (cleanly, or with the reason logged); False when
         ``wait`` is off and no frame has arrived."""
         while True:
             try:
-                frame = self.source.next() if wait else self.source.poll()
+                frame = self.source.next() if wait else self.source.poll(also, STEP_WAIT_S)
                 if frame is None:
                     return False
             except codec.UnknownFrameType as exc:
@@ -191,7 +192,8 @@ class Worker:
     def serve(self) -> int:
         try:
             while True:
-                frame = self._next_frame(wait=not self._stepping())
+                stepping = self._stepping()
+                frame = self._next_frame(wait=not stepping, also=self._step_fd() if stepping else None)
                 if frame is False:  # nothing arrived: the running batch takes a step
                     with self.source.busy():
                         self.pipeline.step()
@@ -224,6 +226,13 @@ class Worker:
                 self.pipeline.drain()
                 self.pipeline.close()
         return self.exit_code
+
+    def _step_fd(self) -> int | None:
+        """What a continuous-batching handler's next step waits on (an engine process's pipe):
+        the loop waits on it and on the frontend together, so a frame is read the moment it
+        arrives and a step is taken the moment one is ready."""
+        fileno = getattr(self.pipeline, "step_fileno", None)
+        return fileno() if callable(fileno) else None
 
     def _stepping(self) -> bool:
         """A continuous-batching handler has sequences running: read frames without waiting."""

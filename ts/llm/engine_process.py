@@ -3,9 +3,10 @@ another process.
 
 ``EngineProcess`` stands where the handler keeps its ``GenerationEngine``: ``add_all``,
 ``cancel``, ``converse`` and ``end_conversation`` send a command and return at once; ``step``
-returns the updates of every step the core finished since the last call (waiting up to
-``WAIT_S`` for one), with the core's gauges and timings of those steps. The core steps on its own
-while the worker turns the last step's tokens into answers: the two overlap.
+returns the updates of every step the core finished since the last call, with the core's gauges
+and timings of those steps (waiting up to ``WAIT_S`` for one, unless its caller waits on the pipe
+itself: ``waited_on``). The core steps on its own while the worker turns the last step's tokens
+into answers: the two overlap.
 
 What changes for the handler: a request the engine refuses (a full queue, a prompt past the
 context) is refused a step later, as an update carrying the error, instead of by an exception
@@ -56,6 +57,7 @@ class EngineProcess:
         self.model_name = config.model_name
         self._live: set[str] = set()      # sequences the core may still report
         self.lost: str | None = None      # why the core is gone
+        self._wait_s = WAIT_S
         self.last_step = StepStats()
         self.num_running = self.num_waiting = 0
         self.kv_cache_usage = 0.0
@@ -66,6 +68,12 @@ class EngineProcess:
         self.max_context: int = info["max_context"]
         self.forward_path: str = f"{info['forward_path']}, in an engine process (pid {self.pid})"
         self.model_class: str = info["model_class"]
+
+    def waited_on(self) -> int:
+        """The pipe's file descriptor, for a caller that waits on it itself (the worker's loop
+        selects on it and on the frontend): from then on ``step`` does not wait."""
+        self._wait_s = 0.0
+        return self._conn.fileno()
 
     @property
     def pid(self) -> int | None:
@@ -135,7 +143,7 @@ class EngineProcess:
             raise EngineProcessLost(self.lost)
         stats = StepStats()
         updates: list[SequenceUpdate] = []
-        wait = WAIT_S
+        wait = self._wait_s
         try:
             while self._conn.poll(wait):
                 wait = 0

@@ -87,6 +87,12 @@ class ContinuousPipeline:
     def has_work(self) -> bool:
         return bool(self.handler.has_work())
 
+    def step_fileno(self) -> int | None:
+        """A file descriptor that is readable when the handler's next step has something (an
+        LLM engine process's pipe), for the worker to wait on; None: step whenever idle."""
+        fileno = getattr(self.handler, "step_fileno", None)
+        return fileno() if callable(fileno) else None
+
     # ------------------------------------------------------------------ answers out
     def step(self) -> None:
         start = time.monotonic()

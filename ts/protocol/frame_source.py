@@ -56,9 +56,11 @@ class FrameSource:
         finally:
             self._read_lock.release()
 
-    def poll(self) -> Frame | None:
+    def poll(self, also: int | None = None, timeout: float = 0.0) -> Frame | None:
         """The next frame if one has arrived, else None at once (continuous batching reads
-        between two steps); raises what reading it raised, as next() does."""
+        between two steps); raises what reading it raised, as next() does. With ``also`` (a
+        file descriptor, e.g. an engine process's pipe) it waits up to ``timeout`` for either to
+        be readable: None then says ``also`` is (or the time is up)."""
         if not self._read_lock.acquire(blocking=False):
             os.write(self._wake_w, b"!")  # the watcher holds the socket: ask for it back
             self._read_lock.acquire()
@@ -69,8 +71,9 @@ class FrameSource:
                     raise item
                 return item
             if not self._reader.buffered():
-                ready, _, _ = select.select([self._conn], [], [], 0)
-                if not ready:
+                watched: list[socket.socket | int] = [self._conn] if also is None else [self._conn, also]
+                ready, _, _ = select.select(watched, [], [], timeout if also is not None else 0)
+                if self._conn not in ready:
                     return None
             return self._reader.read()
         finally:

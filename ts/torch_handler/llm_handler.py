@@ -227,6 +227,11 @@ class LLMHandler(BaseHandler):
         # on rank 0, a job broken by a failed step takes one more step: the one that leaves it
         return self.leader and self.engine is not None and (self._broken is not None or self.engine.has_work())
 
+    def step_fileno(self) -> int | None:
+        """The engine process's pipe, which the worker's loop waits on with the frontend's socket
+        (``ts/pipeline/continuous.py``); None with the engine in this process."""
+        return self.engine.waited_on() if isinstance(self.engine, EngineProcess) else None
+
     def _replay(self, payload: dict[str, Any]) -> list[Any]:
         """A follower rank: rank 0's adds and cancels since the last step, then the same step (its
         collectives line up with rank 0's; the same seed keeps sampling identical)."""
