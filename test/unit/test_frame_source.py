@@ -41,3 +41,24 @@ def test_poll_returns_at_once_after_a_long_busy_step_and_then_sees_new_frames() 
         src.close()
         ours.close()
         theirs.close()
+
+
+def test_poll_with_another_descriptor_wakes_for_either_and_says_which() -> None:
+    ours, theirs = socket.socketpair()
+    other_r, other_w = socket.socketpair()  # stands for an engine process's pipe
+    src = FrameSource(ours, lambda frame: None)
+    try:
+        started = time.monotonic()
+        assert src.poll(other_r.fileno(), timeout=0.2) is None  # neither: the time is up
+        assert time.monotonic() - started >= 0.15
+        other_w.sendall(b"x")
+        started = time.monotonic()
+        assert src.poll(other_r.fileno(), timeout=30) is None  # the other one is readable: at once
+        assert time.monotonic() - started < 10
+        theirs.sendall(codec.encode_frame(FrameType.CANCEL, 9, b"r2"))
+        frame = src.poll(other_r.fileno(), timeout=30)  # both readable: the frame first
+        assert frame is not None and frame.type is FrameType.CANCEL and frame.batch_id == 9
+    finally:
+        src.close()
+        for s in (ours, theirs, other_r, other_w):
+            s.close()

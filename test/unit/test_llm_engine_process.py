@@ -199,8 +199,7 @@ def test_close_stops_the_core(model_dir):
     h = make_handler(model_dir)
     pid = h.engine.pid
     h.close()
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert not alive(pid)
 
 
 def test_the_key_and_its_limits(model_dir):
@@ -211,3 +210,56 @@ def test_the_key_and_its_limits(model_dir):
     # a model-config error found in the core is the load's error, naming its key
     with pytest.raises(ModelConfigError, match="kv_cache_blocks needs the paged KV cache"):
         make_handler(model_dir, {"paged_kv_cache": False, "kv_cache_blocks": 8})
+
+
+WORKER = """
+import json, sys, time
+from ts.context import Context
+from ts.torch_handler.llm_handler import LLMHandler
+
+if __name__ == "__main__":
+    ctx = Context("tiny", sys.argv[1], {"model": {}}, 2, None, "test",
+                  model_yaml_config={"handler": {"max_context": 128}, "continuousBatching": True})
+    h = LLMHandler()
+    h.initialize(ctx)
+    h.add_request("r", json.dumps({"prompt": "Hello", "max_new_tokens": 100}).encode(), {})
+    h.step()
+    print("engine process", h.engine.pid, flush=True)
+    time.sleep(300)
+"""
+
+
+def test_a_killed_worker_takes_its_engine_process_with_it(model_dir, tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    worker = subprocess.Popen([sys.executable, str(script), str(model_dir)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+    try:
+        line = ""
+        while not line.startswith("engine process"):  # the engine process logs to the same stdout
+            line = worker.stdout.readline()
+            assert line, "the worker ended before its engine process started"
+        core = int(line.split()[-1])
+        os.kill(core, 0)  # running
+    finally:
+        worker.kill()
+        worker.wait(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if not alive(core):
+            return
+        time.sleep(0.05)
+    os.kill(core, signal.SIGKILL)
+    pytest.fail(f"the engine process {core} outlived its worker")
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for init to reap it is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

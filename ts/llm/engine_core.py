@@ -19,9 +19,12 @@ A command is read by a thread (``start_reader``), so neither side ever blocks on
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import os
 import queue
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -33,6 +36,7 @@ from ts.llm.params import LLMRequestError
 logger = logging.getLogger("ts.llm.engine_core")
 
 LOG_FORMAT = "%(asctime)s [%(levelname)s] %(name)s - %(message)s"
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 @dataclass
@@ -155,13 +159,27 @@ def run(engine: Any, conn: Connection, inbox: queue.Queue[Any], model_name: str)
         conn.send(("step", updates, step_stats(engine)))
 
 
+def die_with_the_worker() -> None:
+    """The kernel ends this process when the worker dies, even in the middle of a load or a step
+    (Linux's parent-death signal); elsewhere the pipe's end-of-file ends it between steps."""
+    worker = os.getppid()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != worker:  # it died before the signal was asked for
+        os._exit(0)
+
+
 def core_main(conn: Connection, config: CoreConfig) -> None:
     """The core process's entry point (spawned by ``engine_process.EngineProcess``)."""
     from ts.handler_utils.distributed.config import ModelConfigError
     from ts.pipeline.child import start_reader
 
+    die_with_the_worker()
     logging.basicConfig(level=os.environ.get("TS_WORKER_LOG_LEVEL", "INFO"), format=LOG_FORMAT, stream=sys.stdout)
-    inbox = start_reader(conn)  # a worker gone while loading ends this process (EOF -> None)
+    inbox = start_reader(conn)  # the worker's end of the pipe closed: None, and the loop ends
     try:
         engine = build_core_engine(config)
     except ModelConfigError as exc:
