@@ -58,6 +58,7 @@ class EngineProcess:
         self._live: set[str] = set()      # sequences the core may still report
         self.lost: str | None = None      # why the core is gone
         self._wait_s = WAIT_S
+        self._closed = False
         self.last_step = StepStats()
         self.num_running = self.num_waiting = 0
         self.kv_cache_usage = 0.0
@@ -132,8 +133,8 @@ class EngineProcess:
         return ids
 
     def has_work(self) -> bool:
-        if self.lost is not None:
-            return False
+        if self.lost is not None:  # one more step, the one that reports it (the worker then leaves)
+            return not self._closed
         return bool(self._live) or self._conn.poll(0)
 
     # ------------------------------------------------------------------ steps
@@ -200,6 +201,7 @@ class EngineProcess:
             self._process.kill()
             self._process.join(5)
         self._conn.close()
+        self._closed = True
         self.lost = self.lost or "stopped"
 
 

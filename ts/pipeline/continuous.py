@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import select
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ logger = logging.getLogger("ts.worker")
 Send = Callable[..., None]
 HOOKS = ("add_request", "step", "has_work", "cancel")
 CANCELLED = 499
+DRAIN_WAIT_S = 0.05
 
 
 def missing_hooks(handler: Any) -> list[str]:
@@ -135,7 +137,10 @@ class ContinuousPipeline:
 
     def drain(self) -> None:
         """Runs the handler until every request it holds has ended (STOP: finish what was sent)."""
+        fileno = self.step_fileno()
         while self._frames and self.has_work():
+            if fileno is not None:  # the handler's step does not wait on it: wait here, not spin
+                select.select([fileno], [], [], DRAIN_WAIT_S)
             self.step()
 
     def close(self) -> None:
