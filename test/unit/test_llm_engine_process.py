@@ -85,6 +85,37 @@ def test_streamed_chunks_and_openai_answers_come_through_the_process(handler, mo
     assert body["choices"][0]["text"] == want and body["object"] == "text_completion"
 
 
+def test_the_text_is_the_engines_own_with_and_without_stop_strings(handler, model_dir):
+    """The worker detokenizes what the engine process sends without text; a request with stop
+    strings is detokenized in the engine process, which must find them to end the sequence."""
+    in_worker = make_handler(model_dir, {"engine_process": False})
+    in_worker.add_request("probe", json.dumps({"prompt": "Once upon a time", "max_new_tokens": 12}).encode(), {})
+    first = json.loads(final(drain(in_worker)["probe"]).final)["text"]
+    stop = first[len(first) // 2:len(first) // 2 + 2]  # a stop string met mid-answer
+    bodies = {
+        "plain": {"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0},
+        "stopped": {"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0, "stop": [stop]},
+        "sampled": {"prompt": "Hello there", "max_tokens": 10, "temperature": 0.9, "seed": 7, "n": 2,
+                    "stream": True},
+    }
+    answers = {}
+    for h in (in_worker, handler):
+        for rid, body in bodies.items():
+            h.add_request(rid, json.dumps(body).encode(), {"x-tserve-openai": "completions"})
+        events = drain(h)
+        answers[h is handler] = {rid: b"".join((e.chunk or b"") + (e.final or b"") for e in events[rid])
+                                 for rid in bodies}
+    assert json.loads(answers[True]["stopped"])["choices"][0]["finish_reason"] == "stop"
+    for rid in ("plain", "stopped"):
+        assert json.loads(answers[True][rid])["choices"] == json.loads(answers[False][rid])["choices"], rid
+    texts = {side: sorted(line for line in a["sampled"].decode().split("\n\n") if '"text"' in line)
+             for side, a in answers.items()}
+
+    def only_text(lines: list[str]) -> list[tuple]:
+        return sorted((c["index"], c["text"]) for line in lines for c in json.loads(line[6:])["choices"])
+    assert only_text(texts[True]) == only_text(texts[False])
+
+
 def test_a_prompt_past_the_context_is_refused_a_step_later_and_the_others_go_on(handler):
     handler.add_request("ok", json.dumps({"prompt": "Hello there", "max_new_tokens": N}).encode(), {})
     handler.add_request("long", json.dumps({"prompt": "x " * 300, "max_new_tokens": N}).encode(), {})

@@ -98,6 +98,9 @@ class GenerationEngine:
         self._cancelled: list[SequenceUpdate] = []
         self._ids: set[str] = set()
         self.last_step = StepStats()
+        # False: updates carry no text unless a stop string needs it (an engine process's worker
+        # detokenizes the rest beside the forward: engine_process.py)
+        self.detokenize = True
 
     def _find_eos(self) -> list[int]:
         ids: set[int] = set()
@@ -148,7 +151,8 @@ class GenerationEngine:
             raise LLMRequestError(400, f"token ids {outside} (stop_token_ids / logit_bias) are outside the "
                                   f"vocabulary [0, {self.vocab_size})", param="logit_bias" if set(outside) & set(
                                       params.logit_bias) else "stop_token_ids", code="invalid_token")
-        seqs = [Sequence(sid, [int(t) for t in prompt_ids], params, self.tokenizer) for sid in (seq_id, *fork_ids)]
+        seqs = [Sequence(sid, [int(t) for t in prompt_ids], params, self.tokenizer, self.detokenize)
+                for sid in (seq_id, *fork_ids)]
         for k, seq in enumerate(seqs):
             if params.grammar is not None:
                 seq.matcher = self.grammars.matcher(params.grammar)

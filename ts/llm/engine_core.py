@@ -92,6 +92,7 @@ def build_core_engine(config: CoreConfig) -> Any:
     model = load_causal_lm(config.path, config.dtype, config.trust_remote_code, device)
     engine = build_engine(model, tokenizer, config.settings, config.limits, config.fast_path, RankInfo(), None,
                           device)
+    engine.detokenize = False  # the worker does it, but for stop strings (engine_process.py)
     logger.info("engine core for %s: %s loaded in %.1f s", config.model_name, type(model).__name__,
                 time.monotonic() - started)
     return engine

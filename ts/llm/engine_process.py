@@ -6,7 +6,8 @@ another process.
 returns the updates of every step the core finished since the last call, with the core's gauges
 and timings of those steps (waiting up to ``WAIT_S`` for one, unless its caller waits on the pipe
 itself: ``waited_on``). The core steps on its own while the worker turns the last step's tokens
-into answers: the two overlap.
+into answers: the two overlap. The worker also detokenizes them (``IncrementalText``), but for a
+request with stop strings: the core must find those itself to end the sequence, and sends text.
 
 What changes for the handler: a request the engine refuses (a full queue, a prompt past the
 context) is refused a step later, as an update carrying the error, instead of by an exception
@@ -25,6 +26,7 @@ from ts.handler_utils.distributed.config import ModelConfigError
 from ts.llm.engine_core import CoreConfig, core_main
 from ts.llm.params import LLMRequestError, SamplingParams, SequenceUpdate
 from ts.llm.sequence import StepStats
+from ts.llm.text import IncrementalText
 
 logger = logging.getLogger("ts.torch_handler.llm_handler")
 
@@ -47,7 +49,7 @@ class EngineProcessLost(RuntimeError):
 class EngineProcess:
     """A ``GenerationEngine`` in a spawned process; see the module docstring."""
 
-    def __init__(self, config: CoreConfig) -> None:
+    def __init__(self, config: CoreConfig, tokenizer: Any) -> None:
         mp = multiprocessing.get_context("spawn")
         self._conn, child = mp.Pipe(duplex=True)
         self._process = mp.Process(target=core_main, args=(child, config), name=f"engine-core-{config.model_name}",
@@ -56,6 +58,8 @@ class EngineProcess:
         child.close()
         self.model_name = config.model_name
         self._live: set[str] = set()      # sequences the core may still report
+        self._tokenizer = tokenizer
+        self._texts: dict[str, IncrementalText] = {}  # those the core sends without text
         self.lost: str | None = None      # why the core is gone
         self._wait_s = WAIT_S
         self._closed = False
@@ -112,12 +116,17 @@ class EngineProcess:
             raise LLMRequestError(503, f"the engine process is gone ({self.lost}); the worker restarts: retry",
                                   code="engine_error", retry_after=1)
         self._send("add", groups, params)
-        self._live.update(sid for seq_id, _, forks in groups for sid in (seq_id, *forks))
+        for seq_id, ids, forks in groups:
+            for sid in (seq_id, *forks):
+                self._live.add(sid)
+                if not params.stop:  # with stop strings the core detokenizes, to find them
+                    self._texts[sid] = IncrementalText(self._tokenizer, ids)
 
     def cancel(self, seq_id: str) -> bool:
         if seq_id not in self._live:
             return False
         self._live.discard(seq_id)
+        self._texts.pop(seq_id, None)
         self._send("cancel", seq_id)
         return True
 
@@ -129,6 +138,7 @@ class EngineProcess:
 
     def abort_all(self) -> list[str]:
         ids, self._live = sorted(self._live), set()
+        self._texts.clear()
         self._send("abort")
         return ids
 
@@ -156,6 +166,7 @@ class EngineProcess:
                     updates.append(self._refused(*msg[1:]))
                 else:  # "failed": the core dropped every sequence
                     self._live.clear()
+                    self._texts.clear()
                     self.last_step = stats
                     raise EngineStepFailed(msg[2], oom=msg[1])
         except (EOFError, OSError) as exc:
@@ -166,9 +177,14 @@ class EngineProcess:
         return updates
 
     def _received(self, updates: list[SequenceUpdate]) -> list[SequenceUpdate]:
+        """The step's updates, their text filled in where the core sent none."""
         for u in updates:
+            text = self._texts.get(u.seq_id)
+            if text is not None:
+                u.text_delta = "".join(text.push(t) for t in u.new_token_ids) + (text.finish() if u.finished else "")
             if u.finished:
                 self._live.discard(u.seq_id)
+                self._texts.pop(u.seq_id, None)
         return updates
 
     def _refused(self, seq_id: str, status: int, message: str, param: str | None, code: str | None,

@@ -34,7 +34,8 @@ class Sequence:
     __slots__ = ("seq_id", "prompt_ids", "params", "generator", "output_ids", "cache", "prefilled",
                  "text", "finish_reason", "forks", "cumulative_logprob", "matcher")
 
-    def __init__(self, seq_id: str, prompt_ids: list[int], params: SamplingParams, tokenizer: Any) -> None:
+    def __init__(self, seq_id: str, prompt_ids: list[int], params: SamplingParams, tokenizer: Any,
+                 detokenize: bool = True) -> None:
         self.seq_id = seq_id
         self.prompt_ids = prompt_ids
         self.params = params
@@ -42,7 +43,9 @@ class Sequence:
         self.output_ids: list[int] = []
         self.cache: Any = None          # own cache while prefilling
         self.prefilled = 0              # prompt tokens in the cache so far
-        self.text = IncrementalText(tokenizer, prompt_ids, params.stop)
+        # the text deltas; None: the engine's caller detokenizes (an engine process's worker),
+        # except where a stop string must be found here to end the sequence
+        self.text = IncrementalText(tokenizer, prompt_ids, params.stop) if detokenize or params.stop else None
         self.finish_reason: str | None = None
         self.forks: list[Sequence] = []  # n / best_of: siblings that take this prompt's KV once prefilled
         self.cumulative_logprob = 0.0     # sum of the chosen tokens' logprobs (when logprobs are on)
@@ -73,16 +76,16 @@ class Sequence:
             self.matcher.consume_token(token)
         if logprob is not None:
             self.cumulative_logprob += logprob.logprob
-        delta = self.text.push(token)
+        delta = self.text.push(token) if self.text is not None else ""
         reason = None
-        if self.text.stopped:
+        if self.text is not None and self.text.stopped:
             reason = "stop"
         elif token in eos_token_ids and not self.params.ignore_eos or token in self.params.stop_token_ids:
             reason = "stop"
         elif self._length_reached(len(self.output_ids), max_context):
             reason = "length"
         if reason is not None:
-            delta += self.text.finish()
+            delta += self.text.finish() if self.text is not None else ""
             self.finish_reason = reason
         return SequenceUpdate(self.seq_id, [token], delta, reason is not None, reason, len(self.prompt_ids),
                               len(self.output_ids), None if logprob is None else [logprob])

@@ -127,7 +127,7 @@ class LLMHandler(BaseHandler):
             max_context=self.settings.get("max_context"))
         if separate:
             self.engine = EngineProcess(CoreConfig(context.model_name, path, dtype_setting, trust, str(self.device),
-                                                   self.settings, limits, fast_path))
+                                                   self.settings, limits, fast_path), self.tokenizer)
         else:
             self.engine = build_engine(self.model, self.tokenizer, self.settings, limits, fast_path, info, stage,
                                        self.device)

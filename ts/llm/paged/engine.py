@@ -301,7 +301,7 @@ class PagedEngine(GenerationEngine):
             if not self._make_room(1, seq):  # alone and the pool is full: it ends here
                 self._running.remove(seq)
                 seq.finish_reason = "length"
-                delta = seq.text.finish()
+                delta = seq.text.finish() if seq.text is not None else ""
                 self._ids.discard(seq.seq_id)
                 self._forget(seq, completed=True)
                 logger.warning("sequence %s used the whole KV pool (%d blocks): ended by length", seq.seq_id,
