@@ -19,7 +19,7 @@ from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, re
 from ts.context import Context
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.llm.engine import GenerationEngine
-from ts.llm.engine_core import run
+from ts.llm.engine_core import pack_update, run, unpack_update
 from ts.llm.engine_process import EngineProcess, EngineStepFailed
 from ts.torch_handler.llm_handler import LLMEvent, LLMHandler
 
@@ -198,7 +198,7 @@ def test_the_cores_loop_reports_a_failed_step_and_serves_on(model, tok):
         assert worker.poll(30)
         kind, updates, _ = worker.recv()
         assert kind == "step"
-        seen.extend(updates)
+        seen.extend(unpack_update(u) for u in updates)
     assert {u.seq_id for u in seen} == {"b"}
     inbox.put(("stop",))
     loop.join(10)
@@ -224,6 +224,20 @@ def test_a_killed_core_fails_what_is_in_flight_and_the_worker_leaves(model_dir, 
         assert left and "killed by SIGKILL" in left[0]
     finally:
         h.close()
+
+
+def test_a_step_update_crosses_the_pipe_whole():
+    """Every field of an update but ``error`` (the worker's own, for a refusal) is carried: a field
+    added to ``SequenceUpdate`` and not to ``pack_update`` fails here."""
+    import dataclasses
+    import pickle
+
+    from ts.llm.params import SequenceUpdate, TokenLogprob
+
+    sent = SequenceUpdate("req-1", [5, 7], "ab", True, "length", 11, 2, [TokenLogprob(5, -0.5, [(5, -0.5)])])
+    assert all(getattr(sent, f.name) != f.default for f in dataclasses.fields(SequenceUpdate) if f.name != "error")
+    got = unpack_update(pickle.loads(pickle.dumps(pack_update(sent))))
+    assert got == sent
 
 
 def test_close_stops_the_core(model_dir):

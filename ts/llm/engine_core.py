@@ -11,7 +11,8 @@ The worker's side is ``engine_process.py``. Messages (pickled, over one duplex p
   ``("cancel", seq_id)``, ``("converse", seq_id, conversation)``, ``("end", conversation)``,
   ``("abort",)``, ``("stop",)``;
 * core -> worker: ``("ready", info)`` or ``("load-failed", kind, message)`` once, then per step
-  ``("step", updates, stats)``, ``("refused", seq_id, error fields)`` for a refused request and
+  ``("step", updates, stats)`` (each update a plain tuple, ``pack_update``: a dataclass pickles
+  several times slower, on both sides, every step), ``("refused", seq_id, error fields)`` for a refused request and
   ``("failed", oom, message)`` for a step that raised (the core has dropped every sequence).
 
 A command is read by a thread (``start_reader``), so neither side ever blocks on a full pipe.
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ts.llm.params import LLMRequestError
+from ts.llm.params import LLMRequestError, SequenceUpdate
 
 logger = logging.getLogger("ts.llm.engine_core")
 
@@ -111,6 +112,16 @@ def step_stats(engine: Any) -> tuple[Any, ...]:
             engine.kv_cache_usage, engine.prefix_hit_rate)
 
 
+def pack_update(u: SequenceUpdate) -> tuple[Any, ...]:
+    """A step's update as the pipe carries it (``unpack_update`` on the worker's side)."""
+    return (u.seq_id, u.new_token_ids, u.text_delta, u.finished, u.finish_reason, u.prompt_tokens,
+            u.completion_tokens, u.logprobs)
+
+
+def unpack_update(fields: tuple[Any, ...]) -> SequenceUpdate:
+    return SequenceUpdate(*fields)
+
+
 def refusal(seq_id: str, exc: LLMRequestError) -> tuple[Any, ...]:
     return ("refused", seq_id, exc.status, exc.message, exc.param, exc.code, exc.retry_after)
 
@@ -157,7 +168,7 @@ def run(engine: Any, conn: Connection, inbox: queue.Queue[Any], model_name: str)
             engine.abort_all()
             conn.send(("failed", is_oom(exc), f"{type(exc).__name__}: {exc}"))
             continue
-        conn.send(("step", updates, step_stats(engine)))
+        conn.send(("step", [pack_update(u) for u in updates], step_stats(engine)))
 
 
 def die_with_the_worker() -> None:

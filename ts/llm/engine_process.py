@@ -23,7 +23,7 @@ import multiprocessing
 from typing import Any
 
 from ts.handler_utils.distributed.config import ModelConfigError
-from ts.llm.engine_core import CoreConfig, core_main
+from ts.llm.engine_core import CoreConfig, core_main, unpack_update
 from ts.llm.params import LLMRequestError, SamplingParams, SequenceUpdate
 from ts.llm.sequence import StepStats
 from ts.llm.text import IncrementalText
@@ -176,8 +176,9 @@ class EngineProcess:
         self.last_step = stats
         return updates
 
-    def _received(self, updates: list[SequenceUpdate]) -> list[SequenceUpdate]:
+    def _received(self, packed: list[tuple[Any, ...]]) -> list[SequenceUpdate]:
         """The step's updates, their text filled in where the core sent none."""
+        updates = [unpack_update(fields) for fields in packed]
         for u in updates:
             text = self._texts.get(u.seq_id)
             if text is not None:
