@@ -56,6 +56,10 @@ BATCH = 8          # TorchServe's batch (the issue's stock batch-and-generate ha
 TSERVE_BATCH = 32  # tserve's running sequences (max_batch_size): continuous batching's own knob
 TSERVE_DELAY_MS, PEER_DELAY_MS = 5, 50
 THREADS = 1
+# Load before the first cell, per server (c32): 24 requests left the frontends' request path in the
+# JVM's interpreter for the c1 and c8 cells (measured: a request's trip between the client and the
+# worker took 3.5 ms at c1 after 100 requests, 1.9 ms after 1300); a server in production is warm.
+WARMUP_S = 8.0
 CONCURRENCY = (1, 8, 32)
 NEW_TOKENS = (16, 64)
 PROMPT_WORDS = (1, 48)
@@ -451,8 +455,7 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir
         checks = probe(running, work[:3], streams)
         print(f"  checks: {checks}", flush=True)
         for name, srv in running.items():  # warm-up: the JVMs' JIT, the first forwards
-            asyncio.run(closed_loop(srv.inference_port, work, BATCH, 60, streams[name],
-                                    max_requests=3 * BATCH))
+            asyncio.run(closed_loop(srv.inference_port, work, max(CONCURRENCY), WARMUP_S, streams[name]))
         order = list(running)
         for i, conc in enumerate(CONCURRENCY):
             cell, runs, load = f"c{conc}", {name: Run() for name in order}, os.getloadavg()[0]
