@@ -437,6 +437,7 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir
     bound_s = min(duration_s / 4, 2.5)
     bounds: dict[str, list[float]] = {}     # the engine's forward (what the server runs)
     hf_bounds: dict[str, list[float]] = {}  # Hugging Face's forward, for comparison
+    alone: dict[str, list[float]] = {}      # the paged engine under the cell's load, no server
     cells: dict[str, dict[str, Any]] = {"tserve": {}, PAGED: {}, PEER: {}}
     running: dict[str, Server] = {}
     streams = {"tserve": True, PAGED: True, PEER: False}
@@ -462,9 +463,10 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir
             there = order if i % 2 == 0 else order[::-1]
             for name in there + there[::-1]:  # A B C C B A: a drift in load hits every side alike
                 if name != PEER and conc >= BATCH:
-                    engine_rate, hf_rate = bare.measure(bound_s, bound_batch(conc))
+                    engine_rate, hf_rate, alone_rate = bare.measure(bound_s, bound_batch(conc))
                     bounds.setdefault(cell, []).append(engine_rate)
                     hf_bounds.setdefault(cell, []).append(hf_rate)
+                    alone.setdefault(cell, []).append(alone_rate)
                 runs[name].add(measure(running[name].inference_port, work, conc, duration_s / 2,
                                        streams[name], running[name].management_port
                                        if name != PEER else None))
@@ -476,7 +478,8 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir
                       f"{c['requests']} requests, {c['errors']} errors", flush=True)
             if cell in bounds:
                 print(f"  bare loop (batch {bound_batch(conc)}) beside it: {bounds[cell]} tokens/s "
-                      f"(Hugging Face's forward: {hf_bounds[cell]})", flush=True)
+                      f"(Hugging Face's forward: {hf_bounds[cell]}; the paged engine alone, decode: "
+                      f"{alone[cell]})", flush=True)
     finally:
         for srv in running.values():
             srv.stop()
@@ -485,6 +488,8 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir
     bound = {"tokens_per_s": {cell: round(v, 1) for cell, v in mean.items()}, "runs": bounds,
              "forward": bare.forward_path, "hf_forward_runs": hf_bounds,
              "hf_forward_tokens_per_s": {cell: round(sum(v) / len(v), 1) for cell, v in hf_bounds.items()},
+             "engine_alone_runs": alone,
+             "engine_alone_fraction": {cell: round(sum(v) / len(v) / mean[cell], 3) for cell, v in alone.items()},
              "batch": {f"c{c}": bound_batch(c) for c in CONCURRENCY if c >= BATCH},
              "decode_steps": sum(NEW_TOKENS) // 2, "threads": THREADS}
     out = {"settings": settings, "checks": checks, "bound": bound, "servers": cells}

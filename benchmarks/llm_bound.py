@@ -2,9 +2,11 @@
 
 A bare loop of the model's forward at tserve's running batch with the engine's KV cache layout,
 run in a child process in its own session (``python -m benchmarks.llm_bound MODEL_DIR``: for each
-"SECONDS BATCH" line it reads, one line "ENGINE HF": tokens/s with the forward tserve's engine
-runs (its fast path for this Llama: ``ts/llm/fastpath``), then with Hugging Face's forward).
-The first is the bound the server is held to; the second shows what the fast path gained.
+"SECONDS BATCH" line it reads, one line "ENGINE HF ALONE": tokens/s with the forward tserve's
+engine runs (its fast path for this Llama: ``ts/llm/fastpath``), then with Hugging Face's forward,
+then the paged engine's decode rate under the cell's closed loop with no server
+(``llm_alone.py``)). The first is the bound the server is held to; the second shows what the fast
+path gained; the third splits the served gap into the engine's own and serving's.
 """
 
 from __future__ import annotations
@@ -117,13 +119,14 @@ class BareLoopProcess:
             raise ServerError(f"the bare loop exited with {self.proc.wait()}")
         return line.strip()
 
-    def measure(self, seconds: float, batch: int) -> tuple[float, float]:
-        """(tokens/s with the engine's forward, with Hugging Face's), ``seconds`` each."""
+    def measure(self, seconds: float, batch: int) -> tuple[float, float, float]:
+        """(tokens/s with the engine's forward, with Hugging Face's, the paged engine alone's
+        decode rate), ``seconds`` each."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"{seconds} {batch}\n")
         self.proc.stdin.flush()
-        engine, hf = self._answer().split()
-        return float(engine), float(hf)
+        engine, hf, alone = self._answer().split()
+        return float(engine), float(hf), float(alone)
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -136,15 +139,19 @@ class BareLoopProcess:
 
 
 def _bare_loop_main(model_dir: str) -> None:
-    """``python -m benchmarks.llm_bound DIR``: a line "ENGINE HF" (tokens/s) per line "SECONDS BATCH"."""
+    """``python -m benchmarks.llm_bound DIR``: a line "ENGINE HF ALONE" (tokens/s) per line "SECONDS BATCH"."""
+    from benchmarks.llm_alone import EngineAlone
+
     loops = {BATCH: BareLoop(Path(model_dir), prompt_list(), batch=BATCH)}
+    alone = EngineAlone(loops[BATCH].model, loops[BATCH].tok, prompt_list(), TSERVE_BATCH)
     print("ready", loops[BATCH].forward_path, flush=True)
     for line in sys.stdin:
         seconds, batch = line.split()
         if int(batch) not in loops:
             loops[int(batch)] = BareLoop(Path(model_dir), prompt_list(), batch=int(batch))
         loop = loops[int(batch)]
-        print(round(loop.measure(float(seconds)), 1), round(loop.measure(float(seconds), False), 1), flush=True)
+        print(round(loop.measure(float(seconds)), 1), round(loop.measure(float(seconds), False), 1),
+              alone.measure(float(seconds), int(batch))["decode_tokens_per_s"], flush=True)
 
 
 if __name__ == "__main__":

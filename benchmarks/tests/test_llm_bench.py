@@ -140,8 +140,8 @@ def test_bare_loop_decodes_a_batch(tmp_path, monkeypatch) -> None:
     child = llm_bound.BareLoopProcess(tmp_path)  # the same in its own session, as the scenario runs it
     try:
         assert child.forward_path == bare.forward_path
-        engine_rate, hf_rate = child.measure(0.0, 4)
-        assert engine_rate > 0 and hf_rate > 0
+        engine_rate, hf_rate, alone_rate = child.measure(0.0, 4)
+        assert engine_rate > 0 and hf_rate > 0 and alone_rate > 0
     finally:
         child.close()
     assert child.proc.returncode == 0
@@ -172,12 +172,38 @@ def test_report_shows_both_engines_and_the_paged_targets() -> None:
     cells = {"tserve": {"c8": cell(300, 380)}, llm.PAGED: {"c8": cell(330, 430)},
              llm.PEER: {"c8": cell(100)}}
     bounds = {"c8": 450.0}
-    result = {"settings": {}, "bound": {}, "servers": cells, **llm.verdict(cells, bounds),
-              "paged": llm.verdict(cells, bounds, llm.PAGED, llm.PAGED_BOUND_TARGET)}
+    result = {"settings": {}, "bound": {"engine_alone_fraction": {"c8": 0.97}}, "servers": cells,
+              **llm.verdict(cells, bounds), "paged": llm.verdict(cells, bounds, llm.PAGED, llm.PAGED_BOUND_TARGET)}
     text = "\n".join(report._llm({"llm": result}))
     assert "| rectangle | 8 | 300 " in text and "| paged | 8 | 330 " in text
+    assert "| paged alone / bound |" in text and "| 0.97 |" in text
     paged = {t["what"]: t for t in result["paged"]["targets"]}
     assert paged["decode (time not prefilling) / bound c8"]["target"] == ">= 0.9"
     assert paged["decode (time not prefilling) / bound c8"]["met"] is True  # 430 / 450 = 0.956
     rect = {t["what"]: t for t in result["targets"]}
     assert rect["decode (time not prefilling) / bound c8"]["met"] is True  # 0.844 >= 0.8
+
+
+def test_the_engine_alone_runs_the_cells_closed_loop_and_counts_decode_tokens_only() -> None:
+    """The paged engine under a closed loop of 3 clients with a tiny model: every step decodes at
+    most the clients' rows, finished clients come back (more requests than clients), and the
+    decode rate is the decode rows over the time not prefilling."""
+    from benchmarks import llm_alone, tiny_llm
+
+    tok = tiny_llm.build_tokenizer()
+    model = tiny_llm.build_model(tok)
+    work = [("one two three", 3), ("four", 2), ("five six seven eight nine", 4)]
+    alone = llm_alone.EngineAlone(model, tok, work, max_batch_size=4)
+    sent: list[str] = []
+    real_add = __import__("ts.llm.paged.engine", fromlist=["PagedEngine"]).PagedEngine.add
+
+    def spy(engine, seq_id, *args, **kwargs):
+        sent.append(seq_id)
+        return real_add(engine, seq_id, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("ts.llm.paged.engine.PagedEngine.add", spy)
+        out = alone.measure(0.3, clients=3, warmup_s=0.1)
+    assert out["steps"] > 0 and out["decode_tokens_per_s"] > 0
+    assert 0 < out["rows_per_step"] <= 3  # never more rows than clients
+    assert len(sent) > 3 and len(set(sent)) == len(sent)  # clients came back, each request once
