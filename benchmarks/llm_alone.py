@@ -21,8 +21,16 @@ import time
 from typing import Any
 
 DELAY_STEPS = 1
-MAX_CONTEXT = 256          # examples/llm/model-config.yaml
-MAX_TOKENS_PER_STEP = 256  # examples/llm/model-config.yaml
+
+
+def server_limits() -> dict[str, int]:
+    """The served engine's limits, read from the model-config the server is given."""
+    import yaml
+
+    from benchmarks.llm import TSERVE_CONFIG
+
+    handler = yaml.safe_load(TSERVE_CONFIG.read_text())["handler"]
+    return {"max_context": handler["max_context"], "max_tokens_per_step": handler["max_tokens_per_step"]}
 
 
 class EngineAlone:
@@ -31,6 +39,7 @@ class EngineAlone:
     def __init__(self, model: Any, tokenizer: Any, work: list[tuple[str, int]], max_batch_size: int) -> None:
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
         self.work = [(tokenizer(p)["input_ids"], n) for p, n in work]
+        self.limits = server_limits()
 
     def measure(self, seconds: float, clients: int, warmup_s: float = 0.5) -> dict[str, float]:
         """Run ``clients`` closed-loop clients for ``warmup_s`` then ``seconds``; the timed part's
@@ -40,8 +49,7 @@ class EngineAlone:
         from ts.llm.paged.engine import PagedEngine
         from ts.llm.params import SamplingParams
 
-        engine = PagedEngine(self.model, self.tokenizer, max_batch_size=self.max_batch_size,
-                             max_context=MAX_CONTEXT, max_tokens_per_step=MAX_TOKENS_PER_STEP)
+        engine = PagedEngine(self.model, self.tokenizer, max_batch_size=self.max_batch_size, **self.limits)
         engine.detokenize = False  # the server's engine process leaves text to the worker too
         requests = itertools.count()
 
@@ -53,10 +61,9 @@ class EngineAlone:
         for _ in range(clients):
             send()
         due: list[int] = []  # the step numbers at which finished clients' next requests join
-        step, timed_from = 0, None
+        step, steps, timed_from = 0, 0, None  # every step; the timed ones
         started = time.perf_counter()
         decode_tokens = prefill_s = 0.0
-        steps = 0
         with torch.inference_mode():
             while True:
                 now = time.perf_counter()

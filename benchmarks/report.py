@@ -238,6 +238,7 @@ def _llm(results: dict[str, Any]) -> list[str]:
              "| HF bound tokens/s | tserve / bound | decode / bound | paged alone / bound | load avg |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     srv = llm.get("servers", {})
+    alone = bound.get("engine_alone_fraction", {})  # the paged engine's: shown on its rows only
     # the rectangle cache's verdict is the result's own keys; the paged cache's is under "paged"
     variants = [(name, v) for name, v in (("tserve", llm), ("tserve-paged", llm.get("paged"))) if v]
     for name, v in variants:
@@ -253,7 +254,7 @@ def _llm(results: dict[str, Any]) -> list[str]:
                 f"{_fmt(b.get('ttft_p99_ms'))} | {_fmt(r.get('ttft_p99_ms'))} | "
                 f"{_fmt(a.get('itl_p99_ms'))} | {_fmt(bound.get('tokens_per_s', {}).get(cell))} | "
                 f"{_fmt(bound.get('hf_forward_tokens_per_s', {}).get(cell))} | {_fmt(frac)} | {_fmt(decode)} | "
-                f"{_fmt(bound.get('engine_alone_fraction', {}).get(cell))} | {_fmt(a.get('loadavg_1m'))} |")
+                f"{_fmt(alone.get(cell) if engine == 'paged' else None)} | {_fmt(a.get('loadavg_1m'))} |")
     lines += ["", "| tserve engine | LLM target | value | target | met |", "|---|---|---|---|---|"]
     for name, v in variants:
         engine = "paged" if name == "tserve-paged" else "rectangle"
