@@ -366,6 +366,15 @@ def build_archives(work: Path, ts_store: Path, peer_store: Path, archiver: Path)
     return folder
 
 
+def check_room(prompt_lengths: list[int], max_context: int) -> None:
+    """Every prompt leaves room for the most tokens a request asks for within the served
+    ``max_context`` (else the server refuses it and the cell measures errors)."""
+    longest = max(prompt_lengths)
+    if longest + NEW_TOKENS[1] > max_context:
+        raise ValueError(f"a prompt of {longest} tokens leaves no room for {NEW_TOKENS[1]} new ones within "
+                         f"max_context {max_context} (examples/llm/model-config.yaml): shorten PROMPT_WORDS")
+
+
 def prompt_tokens(model_dir: Path, work: list[tuple[str, int]]) -> list[int]:
     from transformers import AutoTokenizer
 
@@ -421,13 +430,13 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir
     so a drift in the machine's load hits every side of a ratio alike. Before each of the tserve
     variants' halves at c8 and c32 the bare loop measures the model's bound, so the fraction
     compares numbers taken seconds apart."""
-    from benchmarks.llm_bound import BareLoopProcess, bound_batch  # it imports this module
+    from benchmarks.llm_alone import server_limits  # it imports this module, as llm_bound does
+    from benchmarks.llm_bound import BareLoopProcess, bound_batch
 
     model_dir = build_archives(work_dir, ts_store, peer_store, archiver)
     work = prompt_list()
     lens = prompt_tokens(model_dir, work)
-    if max(lens) + NEW_TOKENS[1] > 256:  # max_context in model-config.yaml
-        raise ValueError(f"a prompt of {max(lens)} tokens leaves no room for {NEW_TOKENS[1]}")
+    check_room(lens, server_limits()["max_context"])
     settings = {"model": f"Llama hidden {HIDDEN}, {LAYERS} layers, seed {SEED}",
                 "batch": BATCH, "tserve_batch": TSERVE_BATCH, "tserve_max_batch_delay_ms": TSERVE_DELAY_MS,
                 "torchserve_max_batch_delay_ms": PEER_DELAY_MS, "threads": THREADS,

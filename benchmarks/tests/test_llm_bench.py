@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from benchmarks import llm, llm_bound
+from benchmarks import llm, llm_alone, llm_bound
 from benchmarks.handlers import llm_generate_handler as handler
 
 
@@ -21,6 +21,13 @@ def test_prompt_list_is_deterministic_and_mixed() -> None:
     assert min(words) >= llm.PROMPT_WORDS[0] and max(words) <= llm.PROMPT_WORDS[1]
     assert max(words) - min(words) > 20  # mixed lengths, not one size
     assert all(llm.NEW_TOKENS[0] <= n <= llm.NEW_TOKENS[1] for n in new) and len(set(new)) > 10
+
+
+def test_check_room_reads_the_served_context() -> None:
+    limit = llm_alone.server_limits()["max_context"]
+    llm.check_room([limit - llm.NEW_TOKENS[1]], limit)  # just fits
+    with pytest.raises(ValueError, match=f"max_context {limit}"):
+        llm.check_room([10, limit - llm.NEW_TOKENS[1] + 1], limit)
 
 
 def test_request_body_asks_for_exact_counts() -> None:
