@@ -447,6 +447,7 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir
     bounds: dict[str, list[float]] = {}     # the engine's forward (what the server runs)
     hf_bounds: dict[str, list[float]] = {}  # Hugging Face's forward, for comparison
     alone: dict[str, list[float]] = {}      # the paged engine under the cell's load, no server
+    process: dict[str, list[float]] = {}    # the same in its engine process, no frontend or worker
     cells: dict[str, dict[str, Any]] = {"tserve": {}, PAGED: {}, PEER: {}}
     running: dict[str, Server] = {}
     streams = {"tserve": True, PAGED: True, PEER: False}
@@ -472,10 +473,11 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir
             there = order if i % 2 == 0 else order[::-1]
             for name in there + there[::-1]:  # A B C C B A: a drift in load hits every side alike
                 if name != PEER and conc >= BATCH:
-                    engine_rate, hf_rate, alone_rate = bare.measure(bound_s, bound_batch(conc))
+                    engine_rate, hf_rate, alone_rate, process_rate = bare.measure(bound_s, bound_batch(conc))
                     bounds.setdefault(cell, []).append(engine_rate)
                     hf_bounds.setdefault(cell, []).append(hf_rate)
                     alone.setdefault(cell, []).append(alone_rate)
+                    process.setdefault(cell, []).append(process_rate)
                 runs[name].add(measure(running[name].inference_port, work, conc, duration_s / 2,
                                        streams[name], running[name].management_port
                                        if name != PEER else None))
@@ -488,7 +490,7 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir
             if cell in bounds:
                 print(f"  bare loop (batch {bound_batch(conc)}) beside it: {bounds[cell]} tokens/s "
                       f"(Hugging Face's forward: {hf_bounds[cell]}; the paged engine alone, decode: "
-                      f"{alone[cell]})", flush=True)
+                      f"{alone[cell]}; in its engine process: {process[cell]})", flush=True)
     finally:
         for srv in running.values():
             srv.stop()
@@ -499,6 +501,9 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, peer_store: Path, work_dir
              "hf_forward_tokens_per_s": {cell: round(sum(v) / len(v), 1) for cell, v in hf_bounds.items()},
              "engine_alone_runs": alone,
              "engine_alone_fraction": {cell: round(sum(v) / len(v) / mean[cell], 3) for cell, v in alone.items()},
+             "engine_process_runs": process,
+             "engine_process_fraction": {cell: round(sum(v) / len(v) / mean[cell], 3)
+                                         for cell, v in process.items()},
              "batch": {f"c{c}": bound_batch(c) for c in CONCURRENCY if c >= BATCH},
              "decode_steps": sum(NEW_TOKENS) // 2, "threads": THREADS}
     out = {"settings": settings, "checks": checks, "bound": bound, "servers": cells}

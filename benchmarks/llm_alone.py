@@ -12,25 +12,43 @@ is: decode tokens (each request's tokens after its first) over the time not spen
 
 So ``engine alone / bound`` is the engine's own efficiency, and ``served / engine alone`` what
 serving it costs (the requests' trips, the frontend, worker and client sharing the cores).
+``EngineProcessAlone`` splits that cost in two: the served engine in its engine process, as the
+worker runs it, driven by this closed loop from another process that reads and detokenizes each
+step as the worker does, with no frontend, worker loop or client: what the process split costs.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
+from pathlib import Path
 from typing import Any
 
 DELAY_STEPS = 1
 
 
-def server_limits() -> dict[str, int]:
-    """The served engine's limits, read from the model-config the server is given."""
+def served_settings() -> dict[str, Any]:
+    """The handler block the paged variant is served with (its model-config.yaml)."""
     import yaml
 
-    from benchmarks.llm import TSERVE_CONFIG
+    from benchmarks.llm import TSERVE_CONFIG, cache_config
 
-    handler = yaml.safe_load(TSERVE_CONFIG.read_text())["handler"]
+    settings: dict[str, Any] = yaml.safe_load(cache_config(TSERVE_CONFIG.read_text(), True))["handler"]
+    return settings
+
+
+def server_limits() -> dict[str, int]:
+    """The served engine's limits, read from the model-config the server is given."""
+    handler = served_settings()
     return {"max_context": handler["max_context"], "max_tokens_per_step": handler["max_tokens_per_step"]}
+
+
+def _request(work: list[tuple[list[int], int]], i: int) -> tuple[str, list[int], Any]:
+    """Request ``i`` of the scenario's list (cycled): its id, prompt ids and parameters."""
+    from ts.llm.params import SamplingParams
+
+    ids, new_tokens = work[i % len(work)]
+    return f"r{i}", ids, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True, temperature=0)
 
 
 class EngineAlone:
@@ -47,16 +65,13 @@ class EngineAlone:
         import torch
 
         from ts.llm.paged.engine import PagedEngine
-        from ts.llm.params import SamplingParams
 
         engine = PagedEngine(self.model, self.tokenizer, max_batch_size=self.max_batch_size, **self.limits)
         engine.detokenize = False  # the server's engine process leaves text to the worker too
         requests = itertools.count()
 
         def send() -> None:
-            i = next(requests)
-            ids, new_tokens = self.work[i % len(self.work)]
-            engine.add(f"r{i}", ids, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True, temperature=0))
+            engine.add(*_request(self.work, next(requests)))
 
         for _ in range(clients):
             send()
@@ -84,3 +99,68 @@ class EngineAlone:
         elapsed = time.perf_counter() - (timed_from or started)
         return {"decode_tokens_per_s": round(decode_tokens / max(elapsed - prefill_s, 1e-9), 1),
                 "rows_per_step": round(decode_tokens / max(steps, 1), 2), "steps": steps}
+
+
+class EngineProcessAlone:
+    """``measure(seconds, clients)``: decode tokens/s of the served engine in its engine process
+    (``EngineProcess`` with the served handler block and limits), driven from this process by
+    ``clients`` closed-loop clients. A finished client's next request is sent as soon as the step's
+    message is read, so it reaches the engine process during the next step, as a served one does.
+    ``close()`` ends the engine process."""
+
+    def __init__(self, model_dir: Path, tokenizer: Any, work: list[tuple[str, int]], max_batch_size: int) -> None:
+        from ts.llm.engine_core import CoreConfig
+        from ts.llm.engine_process import EngineProcess
+        from ts.llm.handler_settings import engine_limits
+
+        settings = served_settings()
+        config = CoreConfig("llm-alone", str(model_dir), str(settings.get("dtype", "auto")), False, "cpu", settings,
+                            engine_limits(settings, max_batch_size), settings.get("fast_path"))
+        self.engine = EngineProcess(config, tokenizer)
+        self.work = [(tokenizer(p)["input_ids"], n) for p, n in work]
+        self.requests = itertools.count()
+
+    def measure(self, seconds: float, clients: int, warmup_s: float = 0.5) -> dict[str, float]:
+        """Run ``clients`` clients for ``warmup_s`` then ``seconds``; the timed part's decode
+        tokens/s (each request's tokens after its first, over the time the engine process did not
+        spend prefilling) and its requests. The requests still running are then aborted."""
+        engine = self.engine
+
+        def send() -> None:
+            seq_id, ids, params = _request(self.work, next(self.requests))
+            engine.add_all([(seq_id, ids, [])], params)
+
+        for _ in range(clients):
+            send()
+        started = time.perf_counter()
+        timed_from: float | None = None
+        decode_tokens = finished = timed = 0
+        prefill_s = 0.0
+        while True:
+            now = time.perf_counter()
+            if timed_from is None:
+                timed_from = now if now - started >= warmup_s else None
+            elif timed and now - timed_from >= seconds:  # at least one step's message timed
+                break
+            updates = engine.step()  # every step's message since the last call (waits for one)
+            refused = [u.error for u in updates if u.error is not None]
+            if refused:
+                raise RuntimeError(f"the engine process refused a request: {refused[0]}")
+            done = sum(1 for u in updates if u.finished)
+            for _ in range(done):
+                send()
+            if timed_from is not None:
+                decode_tokens += sum(len(u.new_token_ids) - (u.completion_tokens == len(u.new_token_ids))
+                                     for u in updates)
+                prefill_s += engine.last_step.prefill_s
+                finished += done
+                timed += bool(updates)
+        elapsed = time.perf_counter() - (timed_from or started)
+        engine.abort_all()
+        while engine.has_work():  # the steps in flight when the clients stopped
+            engine.step()
+        return {"decode_tokens_per_s": round(decode_tokens / max(elapsed - prefill_s, 1e-9), 1),
+                "requests": finished}
+
+    def close(self) -> None:
+        self.engine.close()

@@ -2,11 +2,12 @@
 
 A bare loop of the model's forward at tserve's running batch with the engine's KV cache layout,
 run in a child process in its own session (``python -m benchmarks.llm_bound MODEL_DIR``: for each
-"SECONDS BATCH" line it reads, one line "ENGINE HF ALONE": tokens/s with the forward tserve's
+"SECONDS BATCH" line it reads, one line "ENGINE HF ALONE PROCESS": tokens/s with the forward tserve's
 engine runs (its fast path for this Llama: ``ts/llm/fastpath``), then with Hugging Face's forward,
-then the paged engine's decode rate under the cell's closed loop with no server
-(``llm_alone.py``)). The first is the bound the server is held to; the second shows what the fast
-path gained; the third splits the served gap into the engine's own and serving's.
+then the paged engine's decode rate under the cell's closed loop with no server, then the same
+engine in its engine process driven from this one (``llm_alone.py``)). The first is the bound the
+server is held to; the second shows what the fast path gained; the last two split the served gap
+into the engine's own, the process split's and the rest of serving's.
 """
 
 from __future__ import annotations
@@ -119,14 +120,14 @@ class BareLoopProcess:
             raise ServerError(f"the bare loop exited with {self.proc.wait()}")
         return line.strip()
 
-    def measure(self, seconds: float, batch: int) -> tuple[float, float, float]:
+    def measure(self, seconds: float, batch: int) -> tuple[float, float, float, float]:
         """(tokens/s with the engine's forward, with Hugging Face's, the paged engine alone's
-        decode rate), ``seconds`` each."""
+        decode rate, the same in its engine process), ``seconds`` each."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"{seconds} {batch}\n")
         self.proc.stdin.flush()
-        engine, hf, alone = self._answer().split()
-        return float(engine), float(hf), float(alone)
+        engine, hf, alone, process = self._answer().split()
+        return float(engine), float(hf), float(alone), float(process)
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -139,19 +140,29 @@ class BareLoopProcess:
 
 
 def _bare_loop_main(model_dir: str) -> None:
-    """``python -m benchmarks.llm_bound DIR``: a line "ENGINE HF ALONE" (tokens/s) per line "SECONDS BATCH"."""
-    from benchmarks.llm_alone import EngineAlone
+    """``python -m benchmarks.llm_bound DIR``: a line "ENGINE HF ALONE PROCESS" (tokens/s) per line
+    "SECONDS BATCH"."""
+    from benchmarks.llm_alone import EngineAlone, EngineProcessAlone
 
+    # the answers keep stdout's pipe; anything else written to it (the engine process logs to its
+    # stdout, which it inherits) goes to stderr
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     loops = {BATCH: BareLoop(Path(model_dir), prompt_list(), batch=BATCH)}
     alone = EngineAlone(loops[BATCH].model, loops[BATCH].tok, prompt_list(), TSERVE_BATCH)
-    print("ready", loops[BATCH].forward_path, flush=True)
-    for line in sys.stdin:
-        seconds, batch = line.split()
-        if int(batch) not in loops:
-            loops[int(batch)] = BareLoop(Path(model_dir), prompt_list(), batch=int(batch))
-        loop = loops[int(batch)]
-        print(round(loop.measure(float(seconds)), 1), round(loop.measure(float(seconds), False), 1),
-              alone.measure(float(seconds), int(batch))["decode_tokens_per_s"], flush=True)
+    process = EngineProcessAlone(Path(model_dir), loops[BATCH].tok, prompt_list(), TSERVE_BATCH)
+    print("ready", loops[BATCH].forward_path, file=answers, flush=True)
+    try:
+        for line in sys.stdin:
+            seconds, batch = line.split()
+            if int(batch) not in loops:
+                loops[int(batch)] = BareLoop(Path(model_dir), prompt_list(), batch=int(batch))
+            loop = loops[int(batch)]
+            print(round(loop.measure(float(seconds)), 1), round(loop.measure(float(seconds), False), 1),
+                  alone.measure(float(seconds), int(batch))["decode_tokens_per_s"],
+                  process.measure(float(seconds), int(batch))["decode_tokens_per_s"], file=answers, flush=True)
+    finally:
+        process.close()
 
 
 if __name__ == "__main__":

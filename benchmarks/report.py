@@ -231,14 +231,18 @@ def _llm(results: dict[str, Any]) -> list[str]:
              f"server, measured beside tserve's runs, with {bound.get('forward')} (the forward tserve runs; "
              "HF bound: the same loop with Hugging Face's forward); decode = tserve's tokens after each first one "
              "over its time not spent prefilling (the worker's prefill stage); paged alone = the paged engine "
-             "stepped under the cell's closed loop with no server (benchmarks/llm_alone.py), over the bound. "
+             "stepped under the cell's closed loop with no server (benchmarks/llm_alone.py), over the bound; "
+             "paged process = the same engine in its engine process, driven by that closed loop from "
+             "another process that reads and detokenizes its steps as the worker does, over the bound. "
              f"Checks: {llm.get('checks')}.", "",
              "| tserve engine | c | tserve tokens/s | TorchServe tokens/s | ratio | tserve TTFT p50 / p99 ms | "
              "TorchServe TTFT p50 / p99 ms | TTFT p99 ratio | tserve ITL p99 ms | bound tokens/s "
-             "| HF bound tokens/s | tserve / bound | decode / bound | paged alone / bound | load avg |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| HF bound tokens/s | tserve / bound | decode / bound | paged alone / bound | paged process / bound "
+             "| load avg |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     srv = llm.get("servers", {})
     alone = bound.get("engine_alone_fraction", {})  # the paged engine's: shown on its rows only
+    process = bound.get("engine_process_fraction", {})
     # the rectangle cache's verdict is the result's own keys; the paged cache's is under "paged"
     variants = [(name, v) for name, v in (("tserve", llm), ("tserve-paged", llm.get("paged"))) if v]
     for name, v in variants:
@@ -254,7 +258,8 @@ def _llm(results: dict[str, Any]) -> list[str]:
                 f"{_fmt(b.get('ttft_p99_ms'))} | {_fmt(r.get('ttft_p99_ms'))} | "
                 f"{_fmt(a.get('itl_p99_ms'))} | {_fmt(bound.get('tokens_per_s', {}).get(cell))} | "
                 f"{_fmt(bound.get('hf_forward_tokens_per_s', {}).get(cell))} | {_fmt(frac)} | {_fmt(decode)} | "
-                f"{_fmt(alone.get(cell) if engine == 'paged' else None)} | {_fmt(a.get('loadavg_1m'))} |")
+                f"{_fmt(alone.get(cell) if engine == 'paged' else None)} | "
+                f"{_fmt(process.get(cell) if engine == 'paged' else None)} | {_fmt(a.get('loadavg_1m'))} |")
     lines += ["", "| tserve engine | LLM target | value | target | met |", "|---|---|---|---|---|"]
     for name, v in variants:
         engine = "paged" if name == "tserve-paged" else "rectangle"

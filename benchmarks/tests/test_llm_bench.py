@@ -147,8 +147,8 @@ def test_bare_loop_decodes_a_batch(tmp_path, monkeypatch) -> None:
     child = llm_bound.BareLoopProcess(tmp_path)  # the same in its own session, as the scenario runs it
     try:
         assert child.forward_path == bare.forward_path
-        engine_rate, hf_rate, alone_rate = child.measure(0.0, 4)
-        assert engine_rate > 0 and hf_rate > 0 and alone_rate > 0
+        rates = child.measure(0.0, 4)
+        assert len(rates) == 4 and all(rate > 0 for rate in rates)  # engine, HF, alone, in its process
     finally:
         child.close()
     assert child.proc.returncode == 0
@@ -179,13 +179,15 @@ def test_report_shows_both_engines_and_the_paged_targets() -> None:
     cells = {"tserve": {"c8": cell(300, 380)}, llm.PAGED: {"c8": cell(330, 430)},
              llm.PEER: {"c8": cell(100)}}
     bounds = {"c8": 450.0}
-    result = {"settings": {}, "bound": {"engine_alone_fraction": {"c8": 0.97}}, "servers": cells,
+    result = {"settings": {}, "bound": {"engine_alone_fraction": {"c8": 0.97}, "engine_process_fraction": {"c8": 0.93}},
+              "servers": cells,
               **llm.verdict(cells, bounds), "paged": llm.verdict(cells, bounds, llm.PAGED, llm.PAGED_BOUND_TARGET)}
     text = "\n".join(report._llm({"llm": result}))
     assert "| rectangle | 8 | 300 " in text and "| paged | 8 | 330 " in text
-    assert "| paged alone / bound |" in text
-    assert "| 0.97 |" in next(line for line in text.splitlines() if line.startswith("| paged | 8 |"))
-    assert "| 0.97 |" not in next(line for line in text.splitlines() if line.startswith("| rectangle | 8 |"))
+    assert "| paged alone / bound | paged process / bound |" in text
+    assert "| 0.97 | 0.93 |" in next(line for line in text.splitlines() if line.startswith("| paged | 8 |"))
+    rectangle = next(line for line in text.splitlines() if line.startswith("| rectangle | 8 |"))
+    assert "| 0.97 |" not in rectangle and "| 0.93 |" not in rectangle
     paged = {t["what"]: t for t in result["paged"]["targets"]}
     assert paged["decode (time not prefilling) / bound c8"]["target"] == ">= 0.9"
     assert paged["decode (time not prefilling) / bound c8"]["met"] is True  # 430 / 450 = 0.956
@@ -216,3 +218,28 @@ def test_the_engine_alone_runs_the_cells_closed_loop_and_counts_decode_tokens_on
     assert out["steps"] > 0 and out["decode_tokens_per_s"] > 0
     assert 0 < out["rows_per_step"] <= 3  # never more rows than clients
     assert len(sent) > 3 and len(set(sent)) == len(sent)  # clients came back, each request once
+
+
+def test_the_engine_process_runs_the_closed_loop_from_another_process(tmp_path, monkeypatch) -> None:
+    """The served engine in its engine process, driven by 3 closed-loop clients: finished clients
+    come back (more requests than clients), decode tokens are counted, and nothing is left running
+    in the engine process afterwards; close() ends it."""
+    from benchmarks import tiny_llm
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    tok = tiny_llm.build_tokenizer()
+    tiny_llm.build_model(tok).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    work = [("one two three", 3), ("four", 2), ("five six seven eight nine", 4)]
+    driven = llm_alone.EngineProcessAlone(tmp_path, tok, work, max_batch_size=4)
+    try:
+        assert driven.engine.max_batch_size == 4
+        assert driven.engine.max_context == llm_alone.server_limits()["max_context"]  # the served limits
+        out = driven.measure(0.3, clients=3, warmup_s=0.1)
+        assert out["decode_tokens_per_s"] > 0 and out["requests"] > 3
+        assert not driven.engine.has_work()  # the clients' last requests were aborted and drained
+        again = driven.measure(0.2, clients=2, warmup_s=0.0)  # the engine process serves the next cell
+        assert again["decode_tokens_per_s"] > 0
+    finally:
+        driven.close()
+    assert driven.engine.pid is not None and not driven.engine._process.is_alive()

@@ -4,6 +4,7 @@ the defaults, and where the Hugging Face folder is (``llm_handler`` and ``vllm_h
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ts.handler_utils.distributed.config import KeySpec, ModelConfigError, boolean, dtype_name, positive_int, string
 
@@ -38,6 +39,16 @@ SETTINGS: dict[str, KeySpec] = {
     "block_size": KeySpec(positive_int, "a positive integer: tokens per KV block (default 16)"),
     "enable_prefix_caching": KeySpec(boolean, "true or false (default true with the paged KV cache)"),
 }
+
+
+def engine_limits(settings: dict[str, Any], batch_size: int) -> dict[str, Any]:
+    """The engine's limits from the handler block (``batch_size``: the model's batchSize, the
+    default for max_batch_size)."""
+    max_batch = settings.get("max_batch_size", batch_size)
+    return dict(max_batch_size=max_batch,
+                max_tokens_per_step=settings.get("max_tokens_per_step", max(DEFAULT_MAX_TOKENS_PER_STEP, max_batch)),
+                max_waiting=settings.get("max_waiting", DEFAULT_MAX_WAITING),
+                max_context=settings.get("max_context"))
 
 
 def find_model_dir(model_dir: str, model_path: str | None) -> str:

@@ -34,10 +34,9 @@ from ts.llm.engine_process import EngineProcess, EngineProcessLost, EngineStepFa
 from ts.llm.fields import CHAT, COMPLETIONS, GENERATE, TS
 from ts.llm.handler_settings import (
     DEFAULT_MAX_NEW_TOKENS,
-    DEFAULT_MAX_TOKENS_PER_STEP,
-    DEFAULT_MAX_WAITING,
     OPENAI_COMPLETIONS_MAX_TOKENS,
     SETTINGS,
+    engine_limits,
     find_model_dir,
 )
 from ts.llm.llm_metrics import LLMMetrics
@@ -113,18 +112,13 @@ class LLMHandler(BaseHandler):
         elif not separate:  # else the engine process loads it
             self.model = load_causal_lm(path, dtype_setting, trust, self.device)
         batch_size = int(context.system_properties.get("batch_size") or 1)
-        max_batch = self.settings.get("max_batch_size", batch_size)
         fast_path = self.settings.get("fast_path")
         if info.world_size > 1:  # the fast forward runs whole weights; sharded or split ones keep the model's own
             if fast_path:
                 raise ModelConfigError("handler.fast_path: true needs a single rank: with parallelType tp or pp the "
                                        "model's own (sharded or split) forward runs; remove fast_path")
             fast_path = False
-        limits = dict(
-            max_batch_size=max_batch,
-            max_tokens_per_step=self.settings.get("max_tokens_per_step", max(DEFAULT_MAX_TOKENS_PER_STEP, max_batch)),
-            max_waiting=self.settings.get("max_waiting", DEFAULT_MAX_WAITING),
-            max_context=self.settings.get("max_context"))
+        limits = engine_limits(self.settings, batch_size)
         if separate:
             self.engine = EngineProcess(CoreConfig(context.model_name, path, dtype_setting, trust, str(self.device),
                                                    self.settings, limits, fast_path), self.tokenizer)
