@@ -37,10 +37,14 @@ def served_settings() -> dict[str, Any]:
     return settings
 
 
-def server_limits() -> dict[str, int]:
-    """The served engine's limits, read from the model-config the server is given."""
-    handler = served_settings()
-    return {"max_context": handler["max_context"], "max_tokens_per_step": handler["max_tokens_per_step"]}
+def server_limits(max_batch_size: int | None = None) -> dict[str, Any]:
+    """The served engine's limits, from the model-config the server is given, as the handler
+    derives them (``engine_limits``); ``max_batch_size``: the running sequences (default: the
+    scenario's, ``TSERVE_BATCH``)."""
+    from benchmarks.llm import TSERVE_BATCH
+    from ts.llm.handler_settings import engine_limits
+
+    return engine_limits(served_settings(), TSERVE_BATCH if max_batch_size is None else max_batch_size)
 
 
 def _request(work: list[tuple[list[int], int]], i: int) -> tuple[str, list[int], Any]:
@@ -55,9 +59,9 @@ class EngineAlone:
     """``measure(seconds, clients)``: decode tokens/s of the paged engine under a closed loop."""
 
     def __init__(self, model: Any, tokenizer: Any, work: list[tuple[str, int]], max_batch_size: int) -> None:
-        self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
+        self.model, self.tokenizer = model, tokenizer
         self.work = [(tokenizer(p)["input_ids"], n) for p, n in work]
-        self.limits = server_limits()
+        self.limits = server_limits(max_batch_size)
 
     def measure(self, seconds: float, clients: int, warmup_s: float = 0.5) -> dict[str, float]:
         """Run ``clients`` closed-loop clients for ``warmup_s`` then ``seconds``; the timed part's
@@ -66,7 +70,7 @@ class EngineAlone:
 
         from ts.llm.paged.engine import PagedEngine
 
-        engine = PagedEngine(self.model, self.tokenizer, max_batch_size=self.max_batch_size, **self.limits)
+        engine = PagedEngine(self.model, self.tokenizer, **self.limits)
         engine.detokenize = False  # the server's engine process leaves text to the worker too
         requests = itertools.count()
 
@@ -111,11 +115,10 @@ class EngineProcessAlone:
     def __init__(self, model_dir: Path, tokenizer: Any, work: list[tuple[str, int]], max_batch_size: int) -> None:
         from ts.llm.engine_core import CoreConfig
         from ts.llm.engine_process import EngineProcess
-        from ts.llm.handler_settings import engine_limits
 
         settings = served_settings()
         config = CoreConfig("llm-alone", str(model_dir), str(settings.get("dtype", "auto")), False, "cpu", settings,
-                            engine_limits(settings, max_batch_size), settings.get("fast_path"))
+                            server_limits(max_batch_size), settings.get("fast_path"))
         self.engine = EngineProcess(config, tokenizer)
         self.work = [(tokenizer(p)["input_ids"], n) for p, n in work]
         self.requests = itertools.count()
