@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import threading
 import time
@@ -174,7 +173,6 @@ def test_a_failed_step_fails_every_request_with_the_cores_message(handler, monke
 def test_the_cores_loop_reports_a_failed_step_and_serves_on(model, tok):
     engine = GenerationEngine(model, tok, max_batch_size=2, max_context=64)
     worker, core = Pipe(duplex=True)
-    inbox: queue.Queue = queue.Queue()
     calls = {"n": 0}
     real_step = engine.step
 
@@ -186,13 +184,13 @@ def test_the_cores_loop_reports_a_failed_step_and_serves_on(model, tok):
     engine.step = step_once_failing  # type: ignore[method-assign]
     from ts.llm.params import SamplingParams
 
-    loop = threading.Thread(target=run, args=(engine, core, inbox, "tiny"), daemon=True)
+    loop = threading.Thread(target=run, args=(engine, core, "tiny"), daemon=True)
     loop.start()
-    inbox.put(("add", [("a", tok("Hello")["input_ids"], [])], SamplingParams(max_new_tokens=2)))
+    worker.send(("add", [("a", tok("Hello")["input_ids"], [])], SamplingParams(max_new_tokens=2)))
     assert worker.poll(30)
     assert worker.recv() == ("failed", False, "RuntimeError: boom")
     assert not engine.has_work()  # every sequence dropped
-    inbox.put(("add", [("b", tok("Hello")["input_ids"], [])], SamplingParams(max_new_tokens=2)))
+    worker.send(("add", [("b", tok("Hello")["input_ids"], [])], SamplingParams(max_new_tokens=2)))
     seen = []
     while not any(u.finished for u in seen):
         assert worker.poll(30)
@@ -200,9 +198,40 @@ def test_the_cores_loop_reports_a_failed_step_and_serves_on(model, tok):
         assert kind == "step"
         seen.extend(unpack_update(u) for u in updates)
     assert {u.seq_id for u in seen} == {"b"}
-    inbox.put(("stop",))
+    worker.send(("stop",))
     loop.join(10)
     assert not loop.is_alive()
+
+
+def test_the_cores_loop_reads_a_command_larger_than_the_pipe_while_it_steps(model, tok):
+    """Commands are read between steps on the core's thread: a command past the pipe's buffer
+    (a 2 MB prompt) blocks the worker's write only until the step in progress ends."""
+    from ts.llm.params import SamplingParams
+
+    engine = GenerationEngine(model, tok, max_batch_size=2, max_context=64)
+    worker, core = Pipe(duplex=True)
+    ended: list[str] = []
+
+    def serve() -> None:
+        try:
+            run(engine, core, "tiny")
+        except (EOFError, BrokenPipeError, ConnectionResetError) as exc:  # what core_main ends on
+            ended.append(type(exc).__name__)
+    loop = threading.Thread(target=serve, daemon=True)
+    loop.start()
+    worker.send(("add", [("a", tok("Hello")["input_ids"], [])], SamplingParams(max_new_tokens=40, ignore_eos=True)))
+    assert worker.poll(30)  # "a" is stepping
+    worker.send(("add", [("big", [5] * 500_000, [])], SamplingParams(max_new_tokens=2)))
+    refused = None
+    while refused is None:
+        assert worker.poll(30)
+        msg = worker.recv()
+        if msg[0] == "refused":
+            refused = msg
+    assert refused[1] == "big" and refused[2] == 400 and "context" in refused[3]
+    worker.close()  # the worker is gone: the loop ends on the pipe's end
+    loop.join(10)
+    assert not loop.is_alive() and ended
 
 
 def test_a_killed_core_fails_what_is_in_flight_and_the_worker_leaves(model_dir, monkeypatch):

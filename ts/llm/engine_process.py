@@ -27,6 +27,7 @@ from ts.llm.engine_core import CoreConfig, core_main, unpack_update
 from ts.llm.params import LLMRequestError, SamplingParams, SequenceUpdate
 from ts.llm.sequence import StepStats
 from ts.llm.text import IncrementalText
+from ts.utils.cadence import CadencedWait
 
 logger = logging.getLogger("ts.torch_handler.llm_handler")
 
@@ -62,6 +63,7 @@ class EngineProcess:
         self._texts: dict[str, IncrementalText] = {}  # those the core sends without text
         self.lost: str | None = None      # why the core is gone
         self._wait_s = WAIT_S
+        self._steps = CadencedWait()  # the core's step messages come at its step's pace
         self._closed = False
         self.last_step = StepStats()
         self.num_running = self.num_waiting = 0
@@ -154,10 +156,10 @@ class EngineProcess:
             raise EngineProcessLost(self.lost)
         stats = StepStats()
         updates: list[SequenceUpdate] = []
-        wait = self._wait_s
         try:
-            while self._conn.poll(wait):
-                wait = 0
+            if self._wait_s:
+                self._steps.select([self._conn], self._conn, self._wait_s)
+            while self._conn.poll(0):
                 msg = self._conn.recv()
                 if msg[0] == "step":
                     updates.extend(self._received(msg[1]))

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from ts.protocol import codec
 from ts.protocol.codec import Frame, FrameType
+from ts.utils.cadence import CadencedWait
 
 WATCH_AFTER_S = 0.1
 
@@ -38,6 +39,7 @@ class FrameSource:
         os.set_blocking(self._wake_r, False)
         self._busy_since: float | None = None
         self._busy = _Busy(self)
+        self._also_wait = CadencedWait()  # ``also`` is a stepping engine's: it turns readable every step
         self._closed = False
         threading.Thread(target=self._watch, name="frame-watcher", daemon=True).start()
 
@@ -71,8 +73,10 @@ class FrameSource:
                     raise item
                 return item
             if not self._reader.buffered():
-                watched: list[socket.socket | int] = [self._conn] if also is None else [self._conn, also]
-                ready, _, _ = select.select(watched, [], [], timeout if also is not None else 0)
+                if also is None:
+                    ready, _, _ = select.select([self._conn], [], [], 0)
+                else:
+                    ready = self._also_wait.select([self._conn, also], also, timeout)
                 if self._conn not in ready:
                     return None
             return self._reader.read()
