@@ -97,3 +97,22 @@ def test_the_pace_is_the_lower_quartile_of_recent_gaps():
     assert wait.gap_s == 0.002
     wait._gaps.extend([0.009] * WINDOW)
     assert wait.gap_s == 0.009
+
+
+def test_the_poll_window_is_a_quarter_of_a_fast_pace_at_most():
+    wait = CadencedWait(margin_s=0.004)
+    assert wait.window() is None  # no pace yet
+    wait._last = 100.0
+    wait._gaps.extend([0.008] * 4)  # a pace of 8 ms: the margin shrinks to an eighth of it
+    assert wait.window() == pytest.approx((100.007, 100.009))
+    wait._gaps.extend([0.04] * WINDOW)  # a slow pace: the whole margin
+    assert wait.window() == pytest.approx((100.036, 100.044))
+
+
+def test_past_its_window_it_sleeps_until_the_timeout(pipe):
+    r, _ = pipe
+    wait = CadencedWait(margin_s=0.004)
+    wait._gaps.extend([0.008] * 4)
+    wait._last = time.monotonic()
+    assert wait.select([r], r, 0.2) == []  # nothing came in the window, nor after it
+    assert wait.polled == 0

@@ -14,9 +14,10 @@ descriptor's pace, sleeps until ``margin_s`` before the next message is due and 
 pace is the lower quartile of the last ``WINDOW`` gaps, not their mean: an engine's steps are
 mostly decode steps of one length (at 8 sequences on the benchmark's machine half of them within
 0.13 ms of the median) and now and then a longer one that also prefills a prompt, which a mean
-would follow and miss the short ones by. The poll costs this process at most ``2 * margin_s`` of CPU per
-message, on its own core, and only while messages come at least every ``MAX_GAP_S``: an engine
-with nothing to do sends nothing and its reader just sleeps.
+would follow and miss the short ones by. The poll costs this process at most ``2 * margin_s`` of
+CPU per message and at most a quarter of the pace (the margin shrinks to an eighth of a fast
+pace: a small model's steps on a GPU), on its own core, and only while messages come at least
+every ``MAX_GAP_S``: an engine with nothing to do sends nothing and its reader just sleeps.
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ class CadencedWait:
             return None
         return self._last + gap
 
+    def window(self) -> tuple[float, float] | None:
+        """When to poll for the next message (``time.monotonic``: from, until), or None."""
+        due, gap = self.due(), self.gap_s
+        if due is None or gap is None:
+            return None
+        margin = min(self.margin_s, gap / 8)
+        return due - margin, due + margin
+
     def select(self, fds: list[Any], periodic: Any, timeout: float) -> list[Any]:
         started = time.monotonic()
         ready, _, _ = select.select(fds, [], [], 0)
@@ -63,14 +72,13 @@ class CadencedWait:
                 self._last = started
             return ready
         deadline = started + timeout
-        due = self.due()
-        if due is not None and due + self.margin_s > started and due - started < MAX_GAP_S:
-            sleep_until = min(due - self.margin_s, deadline)
-            if sleep_until > started:
-                ready, _, _ = select.select(fds, [], [], sleep_until - started)
+        window = self.window()
+        if window is not None and window[1] > started:
+            poll_from, poll_until = min(window[0], deadline), min(window[1], deadline)
+            if poll_from > started:
+                ready, _, _ = select.select(fds, [], [], poll_from - started)
                 if ready:
                     return self._seen(ready, periodic)
-            poll_until = min(due + self.margin_s, deadline)
             while time.monotonic() < poll_until:
                 ready, _, _ = select.select(fds, [], [], 0)
                 if ready:
