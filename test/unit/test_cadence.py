@@ -46,7 +46,7 @@ def test_without_messages_it_sleeps_until_the_timeout(pipe):
     r, _ = pipe
     wait = CadencedWait()
     assert wait.select([r], r, 0.05) == []
-    assert wait.gap_s is None and wait.due() is None and wait.polled == 0
+    assert wait.gap_s is None and wait.window() is None and wait.polled == 0
 
 
 def test_another_descriptor_answers_at_once_and_teaches_no_pace(pipe):
@@ -56,7 +56,7 @@ def test_another_descriptor_answers_at_once_and_teaches_no_pace(pipe):
         os.write(other_w, b"x")
         wait = CadencedWait()
         assert wait.select([other_r, r], r, 5.0) == [other_r]
-        assert wait.due() is None
+        assert wait.window() is None
     finally:
         os.close(other_r)
         os.close(other_w)
