@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from ts.metrics.metric_cache_abstract import MetricCacheAbstract
+from ts.model_settings import ModelSettings
 
 
 class RequestProcessor:
@@ -59,7 +60,7 @@ class Context:
                  limit_max_image_pixels: bool = True, metrics: MetricCacheAbstract | None = None,
                  model_yaml_config: dict[str, Any] | None = None, *, rank: int = 0,
                  local_rank: int = 0, world_size: int = 1, device: str = "cpu",
-                 model_version: str | None = None) -> None:
+                 model_version: str | None = None, model_settings: ModelSettings | None = None) -> None:
         self.model_name = model_name
         self.model_version = model_version
         self.manifest = manifest
@@ -75,7 +76,13 @@ class Context:
         self.request_processor: list[RequestProcessor] = []
         self._metrics = metrics
         self._limit_max_image_pixels = limit_max_image_pixels
+        # the archive's model-config.yaml as written (the handler's own sections: handler, pt2, ...)
         self.model_yaml_config = model_yaml_config or {}
+        # the model's settings as the frontend resolved them (every layer, aliases folded): what the
+        # worker runs with; read continuousBatching, parallelType, deviceType, ... here
+        # (a Context built by hand, without LOAD: the settings of a model that sets nothing, LOAD's device rule)
+        self.model_settings = model_settings if model_settings is not None else ModelSettings(
+            batchSize=batch_size, deviceType="gpu" if gpu is not None and gpu >= 0 else "cpu")
         self.stopping_criteria: list[Any] | None = None
         self.cl_socket: Any = None  # kept for compatibility; tserve streams through a sender
         self.stream_sender: Any = None  # callable(batch responses) set by the worker per batch

@@ -19,6 +19,7 @@ import yaml
 import ts
 from ts.context import Context
 from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
+from ts.model_settings import ModelSettings, read_model_settings
 from ts.service import Service
 from ts.utils.util import list_classes_from_module
 
@@ -43,22 +44,19 @@ class LoadError(Exception):
 
 @dataclass
 class LoadRequest:
-    """The LOAD frame's json with protocol.md's defaults."""
+    """The LOAD frame's json (docs/protocol.md): this worker's own fields, and the model's resolved
+    settings in ``settings`` (their fields and defaults come from the frontend's ModelKeys)."""
 
     model_name: str
     model_path: str
+    settings: ModelSettings = field(default_factory=ModelSettings)
     handler: str = ""
     model_version: str = ""
     envelope: str = ""
-    batch_size: int = 1
     gpu_id: int = -1
-    device_type: str = "cpu"
     limit_max_image_pixels: bool = True
-    parallel_type: str = ""
-    parallel_level: int = 0
-    preprocess_workers: int = 0
-    postprocess_in_pool: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    worker_name: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # the whole json (the preprocess pool's children get it)
 
     @classmethod
     def from_json(cls, obj: Any) -> LoadRequest:
@@ -67,22 +65,19 @@ class LoadRequest:
         for key in ("modelName", "modelPath"):
             if not isinstance(obj.get(key), str) or not obj.get(key):
                 raise LoadError(f"LOAD is missing {key!r} (a non-empty string)")
-
-        def num(key: str, default: int) -> int:
-            value = obj.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise LoadError(f"LOAD field {key!r} must be an integer, got {value!r}")
-            return value
-
+        gpu_id = obj.get("gpuId", -1)
+        if isinstance(gpu_id, bool) or not isinstance(gpu_id, int):
+            raise LoadError(f"LOAD field 'gpuId' must be an integer, got {gpu_id!r}")
+        try:
+            settings = read_model_settings(obj)
+        except ValueError as exc:
+            raise LoadError(str(exc)) from None
         return cls(
-            model_name=obj["modelName"], model_path=obj["modelPath"],
+            model_name=obj["modelName"], model_path=obj["modelPath"], settings=settings,
             handler=str(obj.get("handler") or ""), model_version=str(obj.get("modelVersion") or ""),
-            envelope=str(obj.get("envelope") or ""), batch_size=max(1, num("batchSize", 1)),
-            gpu_id=num("gpuId", -1), device_type=str(obj.get("deviceType") or "cpu"),
+            envelope=str(obj.get("envelope") or ""), gpu_id=gpu_id,
             limit_max_image_pixels=bool(obj.get("limitMaxImagePixels", True)),
-            parallel_type=str(obj.get("parallelType") or ""), parallel_level=num("parallelLevel", 0),
-            preprocess_workers=num("preprocessWorkers", 0),
-            postprocess_in_pool=bool(obj.get("postprocessInPool", False)), extra=obj,
+            worker_name=str(obj.get("workerName") or ""), extra=obj,
         )
 
 
@@ -182,9 +177,10 @@ def build_context(req: LoadRequest, manifest: dict[str, Any], yaml_cfg: dict[str
                   device: str) -> Context:
     metrics = MetricsCacheYamlImpl(metrics_config, req.model_name)
     gpu = req.gpu_id if req.gpu_id >= 0 else None
-    return Context(req.model_name, req.model_path, manifest, req.batch_size, gpu, ts.__version__,
+    return Context(req.model_name, req.model_path, manifest, req.settings.batchSize, gpu, ts.__version__,
                    req.limit_max_image_pixels, metrics, yaml_cfg, rank=rank, local_rank=local_rank,
-                   world_size=world_size, device=device, model_version=req.model_version or None)
+                   world_size=world_size, device=device, model_version=req.model_version or None,
+                   model_settings=req.settings)
 
 
 def wrap_envelope(entry: Callable[..., Any], envelope: str) -> Callable[..., Any]:

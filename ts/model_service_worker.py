@@ -267,7 +267,7 @@ class Worker:
             self.model_name = req.model_name
             logger.info("loading model %s from %s", req.model_name, req.model_path)
             if self.ranks.distributed:
-                init_process_group(self.ranks, req.device_type,
+                init_process_group(self.ranks, req.settings.deviceType,
                                    float(os.environ.get("TS_DIST_TIMEOUT_S", "300")))
             self.pipeline = load_pipeline(req, self.metrics_config, self.ranks, self.send, marks)
         except (LoadError, codec.ProtocolError) as exc:

@@ -13,6 +13,7 @@ Without torchrun it runs as a single rank (the Accelerate example).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -28,14 +29,19 @@ def _context(model_dir: str, batch_size: int) -> Any:
     import ts
     from ts.context import Context
     from ts.model_loader import read_manifest, read_model_yaml
+    from ts.model_settings import resolve_model_yaml
 
     manifest = read_manifest(model_dir)
     yaml_cfg = read_model_yaml(model_dir, manifest)
+    config_file = manifest["model"].get("configFile")
+    # the settings the frontend would send in LOAD (this file the only layer), as the worker reads them
+    settings = resolve_model_yaml(os.path.join(model_dir, config_file) if config_file else None)
     rank = int(os.environ.get("RANK", 0))
     return Context(manifest["model"].get("modelName", "model"), model_dir, manifest, batch_size,
                    None, ts.__version__, True, None, yaml_cfg, rank=rank,
                    local_rank=int(os.environ.get("LOCAL_RANK", 0)),
-                   world_size=int(os.environ.get("WORLD_SIZE", 1)), device="cpu")
+                   world_size=int(os.environ.get("WORLD_SIZE", 1)), device="cpu",
+                   model_settings=dataclasses.replace(settings, batchSize=batch_size))
 
 
 def _init_process_group() -> None:

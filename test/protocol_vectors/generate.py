@@ -70,11 +70,18 @@ def vectors() -> dict[str, tuple[str, bytes, dict[str, Any]]]:
         out[name] = (desc, codec.encode_result(batch_id, resps, chunk),
                      {"responses": responses_json(resps)})
 
+    # every key the frontend sends, in its order (frontend LoadMessageTest checks the key list): the
+    # worker's own fields, then the model's settings (ModelKeys: ts/generated/model_settings.py)
     json_vec("load", "LOAD with every documented key", FrameType.LOAD, 1, {
         "modelName": "mnist", "modelVersion": "1.0", "modelPath": "/tmp/models/mnist",
-        "handler": "mnist_handler.py:handle", "envelope": "", "batchSize": 4, "gpuId": -1,
-        "deviceType": "cpu", "limitMaxImagePixels": True, "parallelType": "",
-        "parallelLevel": 0, "preprocessWorkers": 2, "postprocessInPool": False,
+        "handler": "mnist_handler.py:handle", "envelope": "", "gpuId": -1, "limitMaxImagePixels": True,
+        "workerName": "W-9000-mnist_1.0",
+        "minWorkers": 1, "maxWorkers": 2, "batchSize": 4, "maxBatchDelay": 100, "dispatchPolicy": "adaptive",
+        "responseTimeout": 120, "startupTimeout": 120, "maxRetryTimeoutInSec": 300, "clientTimeoutInMills": 0,
+        "parallelType": "", "parallelLevel": 0, "torchrun": {}, "deviceType": "cpu", "deviceIds": [],
+        "continuousBatching": False, "useJobTicket": False, "useVenv": False, "sequenceBatching": False,
+        "sequenceMaxIdleMSec": 0, "sequenceTimeoutMSec": 0, "maxNumSequence": 8, "maxSequenceJobQueueSize": 1,
+        "preprocessWorkers": 2, "postprocessInPool": False, "maxBatchesInFlight": 4, "jobQueueSize": 100,
     })
     json_vec("load_minimal", "LOAD with only the required keys (others take defaults)",
              FrameType.LOAD, 2, {"modelName": "m", "modelPath": "/srv/m", "handler": "image_classifier"})

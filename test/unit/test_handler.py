@@ -14,6 +14,7 @@ import torch
 from PIL import Image
 
 from ts.model_loader import LoadError, LoadRequest, build_context, load_service, read_manifest, read_model_yaml, resolve_handler
+from ts.model_settings import ModelSettings
 from ts.protocol.codec import Part, Request
 from ts.service import Service
 from ts.utils.transforms import CenterCrop, Resize, ToTensor
@@ -53,7 +54,8 @@ def write_model_dir(root: Path, model: dict, files: dict[str, bytes | str], yaml
 def load(model_dir: Path, handler: str | None = None, envelope: str = "", batch_size: int = 4) -> Service:
     manifest = read_manifest(str(model_dir))
     req = LoadRequest(model_name=model_dir.name, model_path=str(model_dir),
-                      handler=handler or manifest["model"]["handler"], envelope=envelope, batch_size=batch_size)
+                      handler=handler or manifest["model"]["handler"], envelope=envelope,
+                      settings=ModelSettings(batchSize=batch_size))
     ctx = build_context(req, manifest, read_model_yaml(str(model_dir), manifest), None, 0, 0, 1, "cpu")
     return load_service(req, ctx, resolve_handler(req.handler, str(model_dir)))
 

@@ -12,6 +12,7 @@ from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, re
 
 from ts.context import Context
 from ts.llm.sessions import Conversations
+from ts.model_settings import ModelSettings
 from ts.torch_handler.llm_handler import LLMHandler, LLMRequestError
 
 SEQ = "ts_request_sequence_id"
@@ -20,8 +21,9 @@ N = 5
 
 
 def make_handler(model_dir, stateful: bool) -> LLMHandler:
-    cfg = {"handler": {"max_new_tokens": N, "max_context": 96}, "sequenceBatching": stateful}
-    ctx = Context("tiny", str(model_dir), {"model": {}}, 4, None, "test", model_yaml_config=cfg)
+    cfg = {"handler": {"max_new_tokens": N, "max_context": 96}}
+    ctx = Context("tiny", str(model_dir), {"model": {}}, 4, None, "test", model_yaml_config=cfg,
+                  model_settings=ModelSettings(batchSize=4, sequenceBatching=stateful))
     h = LLMHandler()
     h.initialize(ctx)
     return h

@@ -20,15 +20,16 @@ from ts.handler_utils.distributed.config import ModelConfigError
 from ts.llm.engine import GenerationEngine
 from ts.llm.engine_core import pack_update, run, unpack_update
 from ts.llm.engine_process import EngineProcess, EngineStepFailed
+from ts.model_settings import ModelSettings
 from ts.torch_handler.llm_handler import LLMEvent, LLMHandler
 
 N = 6
 
 
 def make_handler(model_dir, handler_cfg=None, batch_size=4, continuous=True) -> LLMHandler:
-    cfg = {"handler": {"max_new_tokens": N, "max_context": 128, **(handler_cfg or {})},
-           "continuousBatching": continuous}
-    ctx = Context("tiny", str(model_dir), {"model": {}}, batch_size, None, "test", model_yaml_config=cfg)
+    cfg = {"handler": {"max_new_tokens": N, "max_context": 128, **(handler_cfg or {})}}
+    ctx = Context("tiny", str(model_dir), {"model": {}}, batch_size, None, "test", model_yaml_config=cfg,
+                  model_settings=ModelSettings(batchSize=batch_size, continuousBatching=continuous))
     h = LLMHandler()
     h.initialize(ctx)
     return h
@@ -289,11 +290,12 @@ def test_the_key_and_its_limits(model_dir):
 WORKER = """
 import json, sys, time
 from ts.context import Context
+from ts.model_settings import ModelSettings
 from ts.torch_handler.llm_handler import LLMHandler
 
 if __name__ == "__main__":
-    ctx = Context("tiny", sys.argv[1], {"model": {}}, 2, None, "test",
-                  model_yaml_config={"handler": {"max_context": 128}, "continuousBatching": True})
+    ctx = Context("tiny", sys.argv[1], {"model": {}}, 2, None, "test", model_yaml_config={"handler": {"max_context": 128}},
+                  model_settings=ModelSettings(batchSize=2, continuousBatching=True))
     h = LLMHandler()
     h.initialize(ctx)
     h.add_request("r", json.dumps({"prompt": "Hello", "max_new_tokens": 100}).encode(), {})

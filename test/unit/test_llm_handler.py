@@ -12,6 +12,7 @@ from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, re
 from ts.context import Context, RequestProcessor
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.llm.engine import GenerationEngine
+from ts.model_settings import ModelSettings
 from ts.torch_handler.llm_handler import LLMEvent, LLMHandler, LLMRequestError
 
 OAI = "x-tserve-openai"
@@ -359,7 +360,9 @@ def test_example_mar_loads_and_answers(tmp_path):
     sys.modules.pop("llm_example_handler", None)
     spec.loader.exec_module(module)
     h = module.TinyLLMHandler()
-    h.initialize(Context("tiny_llm", str(model_dir), manifest, cfg["batchSize"], None, "test", model_yaml_config=cfg))
+    settings = ModelSettings(batchSize=cfg["batchSize"], continuousBatching=cfg["continuousBatching"])  # as LOAD says
+    h.initialize(Context("tiny_llm", str(model_dir), manifest, cfg["batchSize"], None, "test", model_yaml_config=cfg,
+                         model_settings=settings))
     assert (h.engine.max_batch_size, h.engine.max_tokens_per_step, h.engine.max_context) == (8, 256, 256)
     h.add_request("r", json.dumps({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4}).encode(),
                   {OAI: "chat.completions"})

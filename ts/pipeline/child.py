@@ -40,7 +40,7 @@ def build_handler(config: Any) -> tuple[Any, Any]:
     hook = getattr(handler, "initialize_preprocess", None)
     if hook is not None:
         hook(context)
-    methods = ("preprocess", "postprocess") if config.load.get("postprocessInPool") else ("preprocess",)
+    methods = ("preprocess", "postprocess") if req.settings.postprocessInPool else ("preprocess",)
     missing = missing_attributes(handler, methods)
     if missing:
         attrs = ", ".join(f"self.{a} (read in {w})" for a, w in sorted(missing.items()))

@@ -13,7 +13,7 @@ logger = logging.getLogger("ts.worker")
 
 
 def device_name(req: LoadRequest, local_rank: int, distributed: bool) -> str:
-    if req.device_type != "gpu":
+    if req.settings.deviceType != "gpu":
         return "cpu"  # decided without importing torch: a handler that never uses it starts ~2 s sooner
     import torch
 
@@ -40,13 +40,13 @@ def load_pipeline(req: LoadRequest, metrics_config: str | None, ranks: Any,
     if marks is not None:
         marks["imported"] = time.monotonic()
     logger.info("model %s: handler %s%s, batch size %d, preprocess workers %d", req.model_name, req.handler,
-                f", envelope {req.envelope}" if req.envelope else "", req.batch_size, req.preprocess_workers)
+                f", envelope {req.envelope}" if req.envelope else "", req.settings.batchSize, req.settings.preprocessWorkers)
     answer = ranks.local_rank == 0  # TorchServe: only LOCAL_RANK 0 answers inference
-    if req.preprocess_workers < 0:
-        raise LoadError(f"preprocessWorkers must be >= 0, got {req.preprocess_workers}", 400)
-    if req.extra.get("continuousBatching"):
+    if req.settings.preprocessWorkers < 0:
+        raise LoadError(f"preprocessWorkers must be >= 0, got {req.settings.preprocessWorkers}", 400)
+    if req.settings.continuousBatching:
         pipeline: Any = _continuous_pipeline(req, context, spec, ranks, send, answer)
-    elif req.preprocess_workers == 0:
+    elif req.settings.preprocessWorkers == 0:
         from ts.pipeline.sync import SyncPipeline
 
         pipeline = SyncPipeline(load_service(req, context, spec), send, answer)
@@ -54,7 +54,7 @@ def load_pipeline(req: LoadRequest, metrics_config: str | None, ranks: Any,
         from ts.pipeline.pooled import PooledPipeline
 
         pipeline = PooledPipeline.create(req, context, spec, metrics_config, send, answer)
-    pipeline.stats.worker_name = str(req.extra.get("workerName") or "")
+    pipeline.stats.worker_name = req.worker_name
     return pipeline
 
 
@@ -64,7 +64,7 @@ def _continuous_pipeline(req: LoadRequest, context: Any, spec: Any, ranks: Any,
     re-sends running requests each step, ts/pipeline/step_handler.py); some: refused naming the rest."""
     from ts.pipeline.continuous import HOOKS, ContinuousPipeline, missing_hooks
 
-    if req.preprocess_workers:
+    if req.settings.preprocessWorkers:
         raise LoadError("continuousBatching and preprocessWorkers cannot be combined: the handler's "
                         "steps run the whole request; set preprocessWorkers: 0", 400)
     service = load_service(req, context, spec)
@@ -85,5 +85,5 @@ def _continuous_pipeline(req: LoadRequest, context: Any, spec: Any, ranks: Any,
     from ts.pipeline.step_handler import StepPipeline
 
     logger.info("model %s: continuous batching TorchServe's way: handle() runs each step with the running "
-                "requests re-sent as cached entries (batchSize %d)", req.model_name, req.batch_size)
-    return StepPipeline(service, send, answer, req.batch_size)
+                "requests re-sent as cached entries (batchSize %d)", req.model_name, req.settings.batchSize)
+    return StepPipeline(service, send, answer, req.settings.batchSize)

@@ -55,7 +55,7 @@ class Batch:
 
 def check_pool_handler(spec: HandlerSpec, req: LoadRequest) -> None:
     """Refuse handlers the pool cannot split into preprocess / inference / postprocess (LOAD status 400)."""
-    n = req.preprocess_workers
+    n = req.settings.preprocessWorkers
     if spec.function is not None:
         raise LoadError(
             f"handler {spec.name!r} is a module-level function, but preprocessWorkers={n} needs a handler class "
@@ -107,7 +107,7 @@ class PooledPipeline:
         load = dict(req.extra, handler=req.handler, envelope=req.envelope)
         config = ChildConfig(load, metrics_config, context.rank, context.local_rank, context.world_size)
         chunk_sender = _ChunkForwarder(send, answer)
-        pool = PreprocessPool(req.preprocess_workers, config, chunk_sender)
+        pool = PreprocessPool(req.settings.preprocessWorkers, config, chunk_sender)
         pool.start()  # spawn first: the pool imports while the model loads here
         try:
             service = load_service(req, context, spec)
@@ -118,7 +118,7 @@ class PooledPipeline:
         except BaseException:
             pool.close()
             raise
-        return cls(service, pool, send, answer, req.postprocess_in_pool)
+        return cls(service, pool, send, answer, req.settings.postprocessInPool)
 
     # ------------------------------------------------------------------ stage 0 (main thread)
     def submit(self, batch_id: int, requests: list[Request], received_at: float) -> None:

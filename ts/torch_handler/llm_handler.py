@@ -78,8 +78,7 @@ class LLMHandler(BaseHandler):
 
         info = rank_info(context)
         # torchrun ranks: CUDA local_rank (or the CPU), as the distributed base handlers choose
-        rank_device = (device_for(info, (context.model_yaml_config or {}).get("deviceType"))
-                       if info.world_size > 1 else None)
+        rank_device = device_for(info, context.model_settings.deviceType) if info.world_size > 1 else None
         self.setup_common(context, rank_device)
         raw = section(self.model_yaml_config, "handler")
         mine = {k: v for k, v in raw.items() if k in SETTINGS}
@@ -93,9 +92,8 @@ class LLMHandler(BaseHandler):
         dtype_setting = self.settings.get("dtype", "auto")
         assert self.device is not None
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
-        yaml_config = self.model_yaml_config or {}
-        parallel = str(yaml_config.get("parallelType") or "tp")
-        continuous = bool(yaml_config.get("continuousBatching"))
+        parallel = context.model_settings.parallelType or "tp"
+        continuous = context.model_settings.continuousBatching
         if info.world_size > 1 and not continuous:
             raise ModelConfigError(f"llm_handler on several ranks (parallelType {parallel}) needs continuousBatching: "
                                    "true: rank 0 schedules every step and the other ranks replay it")
@@ -127,7 +125,7 @@ class LLMHandler(BaseHandler):
                                        self.device)
         self.model_name = context.model_name
         self.llm_metrics = LLMMetrics(context.metrics if info.rank == 0 else None, context.model_name)
-        self.conversations = Conversations(enabled=bool(yaml_config.get("sequenceBatching")))
+        self.conversations = Conversations(enabled=context.model_settings.sequenceBatching)
         if info.world_size > 1:
             self.coordinator = RankCoordinator(context.model_name, info.rank, info.world_size)
             self.leader, self.rank = info.rank == 0, info.rank

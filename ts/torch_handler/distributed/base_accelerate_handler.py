@@ -28,6 +28,7 @@ from ts.handler_utils.distributed.config import (
     to_dtype,
 )
 from ts.handler_utils.distributed.pipelining import LogitsOnly
+from ts.model_settings import ModelSettings
 from ts.torch_handler.distributed.base_distributed_handler import BaseDistributedHandler
 
 logger = logging.getLogger(__name__)
@@ -75,19 +76,16 @@ class BaseAccelerateHandler(BaseDistributedHandler):
         self.runner: torch.nn.Module | None = None
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
 
-    def check_parallel_settings(self, yaml: dict[str, Any]) -> None:
-        level = yaml.get("parallelLevel")
-        torchrun = yaml.get("torchrun") if isinstance(yaml.get("torchrun"), dict) else {}
-        nproc = torchrun.get("nproc-per-node") if torchrun else None
-        if (isinstance(level, int) and level > 1) or (isinstance(nproc, int) and nproc > 1):
+    def check_parallel_settings(self, settings: ModelSettings) -> None:
+        level = settings.parallelLevel  # torchrun's nproc-per-node, resolved by the frontend
+        if level > 1:
             raise ModelConfigError(
-                "model-config.yaml: the Accelerate handler runs the model in ONE process and "
-                "spreads it over devices itself; remove 'parallelLevel'/'torchrun' (got "
-                f"parallelLevel={level!r}, torchrun.nproc-per-node={nproc!r}), or use "
+                "the Accelerate handler runs the model in ONE process and spreads it over devices "
+                f"itself; remove 'parallelLevel'/'torchrun' (got parallelLevel={level}), or use "
                 "base_pippy_handler/base_tp_handler/base_deepspeed_handler for torchrun")
-        if yaml.get("parallelType") in TORCHRUN_TYPES:
+        if settings.parallelType in TORCHRUN_TYPES:
             raise ModelConfigError(
-                f"model-config.yaml: parallelType {yaml['parallelType']!r} starts torchrun, but "
+                f"the model's parallelType {settings.parallelType!r} starts torchrun, but "
                 "the Accelerate handler runs in one process; remove 'parallelType'")
         if self.rank_info.world_size > 1:
             raise ModelConfigError(

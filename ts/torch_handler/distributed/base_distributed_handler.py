@@ -38,6 +38,7 @@ from ts.handler_utils.distributed.dist_env import (
     ensure_process_group,
     rank_info,
 )
+from ts.model_settings import ModelSettings
 from ts.torch_handler.base_handler import BaseHandler
 
 logger = logging.getLogger(__name__)
@@ -76,10 +77,10 @@ class BaseDistributedHandler(BaseHandler):
     # ------------------------------------------------------------------ load
     def initialize(self, context: Context) -> None:
         start = time.time()
-        yaml = context.model_yaml_config or {}
+        yaml = context.model_yaml_config or {}  # the handler's own sections; the settings: context.model_settings
         self.rank_info = rank_info(context)
-        self.check_parallel_settings(yaml)
-        device = device_for(self.rank_info, yaml.get("deviceType"))
+        self.check_parallel_settings(context.model_settings)
+        device = device_for(self.rank_info, context.model_settings.deviceType)
         self.setup_common(context, device)
         self.handler_config = handler_section(yaml)
         self.config = validate_section(
@@ -104,24 +105,22 @@ class BaseDistributedHandler(BaseHandler):
         logger.info("model %s: rank %d/%d loaded with %s on %s in %.1f s", context.model_name,
                     info.rank, info.world_size, type(self).__name__, device, time.time() - start)
 
-    def check_parallel_settings(self, yaml: dict[str, Any]) -> None:
-        """``parallelType`` must suit this handler and the ranks must match the config."""
-        ptype = yaml.get("parallelType") or ""
+    def check_parallel_settings(self, settings: ModelSettings) -> None:
+        """``parallelType`` must suit this handler and the ranks must match the resolved settings
+        (``parallelLevel`` is torchrun's nproc-per-node once the frontend resolved them)."""
+        ptype = settings.parallelType
         if self.parallel_types and ptype not in self.parallel_types:
             raise ModelConfigError(
-                f"model-config.yaml: 'parallelType' is {ptype!r} but {type(self).__name__} "
+                f"the model's 'parallelType' is {ptype!r} but {type(self).__name__} "
                 f"needs one of {', '.join(repr(p) for p in self.parallel_types)}"
             )
-        torchrun = yaml.get("torchrun") or {}
-        if not isinstance(torchrun, dict):
-            raise ModelConfigError("model-config.yaml: 'torchrun' must be a mapping")
-        nproc = _positive(torchrun.get("nproc-per-node")) or _positive(yaml.get("parallelLevel"))
-        low, high = _node_range(torchrun.get("nnodes"))
+        nproc = _positive(settings.parallelLevel)
+        low, high = _node_range(settings.torchrun.get("nnodes"))
         world = self.rank_info.world_size
         if nproc is not None and not any(nproc * n == world for n in range(low, high + 1)):
             wanted = f"{nproc * low}" if low == high else f"{nproc * low} to {nproc * high} (a multiple of {nproc})"
             raise ModelConfigError(
-                f"model-config.yaml asks for {wanted} ranks (parallelLevel / "
+                f"the model asks for {wanted} ranks (parallelLevel / "
                 f"torchrun.nproc-per-node x nnodes) but this worker runs with WORLD_SIZE={world}; "
                 "start it under torchrun with that many processes"
             )

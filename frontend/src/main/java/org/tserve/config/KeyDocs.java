@@ -52,12 +52,15 @@ public final class KeyDocs {
         }
         sb.append("\n### model-config.yaml\n\n")
                 .append("The same keys in config.properties' `models` JSON; the API column names the register\n")
-                .append("parameter that sets it, the describe column the field describe shows it as.\n\n")
-                .append("| key | type | default | API | describe | what it does |\n|---|---|---|---|---|---|\n");
+                .append("parameter that sets it, the describe column the field describe shows it as, the worker column\n")
+                .append("whether LOAD carries it to the worker (`context.model_settings`; *in effect*: the value the\n")
+                .append("model runs with, e.g. a derived limit or an alias folded in; docs/protocol.md).\n\n")
+                .append("| key | type | default | API | describe | worker | what it does |\n|---|---|---|---|---|---|---|\n");
         for (ModelKey<?> k : ModelKeys.all()) {
             String def = code(String.valueOf(k.defaultValue)) + (k.serverDefault == null ? "" : " (`" + k.serverDefault + "`)");
             row(sb, code(k.name), k.value.text, def, k.apiParam == null ? "" : code(k.apiParam),
-                    k.shown == ModelKey.Shown.HIDDEN ? "" : code(k.shownAs), k.doc);
+                    k.shown == ModelKey.Shown.HIDDEN ? "" : code(k.shownAs),
+                    !k.forWorker() ? "" : k.workerDerived ? "in effect" : "yes", k.doc);
         }
         sb.append("\nNot settings, but no unknown-key warning either:\n\n| key | why |\n|---|---|\n");
         for (Map.Entry<String, String> e : ModelKeys.notSettings().entrySet()) {

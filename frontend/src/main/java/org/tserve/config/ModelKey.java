@@ -5,8 +5,9 @@ import java.util.function.Function;
 
 /**
  * One model setting (a model-config.yaml key), declared once in {@link ModelKeys}: its name, value
- * type, default, doc line, where else it can be set, how describe shows it, and the
- * {@link ModelSettings} field that holds it. Reading, copying and describing go through here.
+ * type, default, doc line, where else it can be set, how describe shows it, what the worker gets in
+ * LOAD, and the {@link ModelSettings} field that holds it. Reading, copying, describing and the
+ * worker's settings ({@link WorkerSettings}, {@link PythonKeys}) go through here.
  */
 public final class ModelKey<T> {
     /** Where describe shows a key: among TorchServe's fields (before loadedAtStartup), after them, or not. */
@@ -26,6 +27,10 @@ public final class ModelKey<T> {
     String shownAs;
     /** Describe's value when it is derived (an effective limit), else null: the field. */
     private Function<ModelSettings, ?> shownValue;
+    /** The resolved value the worker gets in LOAD (the field unless declared), or null: not sent. */
+    private Function<ModelSettings, T> toWorker;
+    /** True when {@link #toWorker} is not the field (the value in effect, not the one set). */
+    boolean workerDerived;
 
     ModelKey(String name, ModelValue<T> value, T defaultValue, Function<ModelSettings, T> get,
              BiConsumer<ModelSettings, T> set, String doc) {
@@ -36,6 +41,7 @@ public final class ModelKey<T> {
         this.set = set;
         this.doc = doc;
         this.shownAs = name;
+        this.toWorker = get;
     }
 
     ModelKey<T> api(String param) {
@@ -64,6 +70,32 @@ public final class ModelKey<T> {
     ModelKey<T> shownValue(Function<ModelSettings, ?> f) {
         this.shownValue = f;
         return this;
+    }
+
+    /** The worker gets {@code f}'s value (an effective value, an alias folded in) instead of the field. */
+    ModelKey<T> toWorker(Function<ModelSettings, T> f) {
+        this.toWorker = f;
+        this.workerDerived = true;
+        return this;
+    }
+
+    /** Not sent to the worker (an alias whose meaning another key carries). */
+    ModelKey<T> notForWorker() {
+        this.toWorker = null;
+        return this;
+    }
+
+    /** Whether LOAD carries it. */
+    public boolean forWorker() {
+        return toWorker != null;
+    }
+
+    /** The value LOAD carries for it (see {@link #forWorker()}). */
+    public T workerValue(ModelSettings s) {
+        if (toWorker == null) {
+            throw new IllegalStateException(name + " is not sent to the worker");
+        }
+        return toWorker.apply(s);
     }
 
     /** Reads and checks {@code raw} from layer {@code source} and sets it (a null reading keeps the value). */

@@ -12,7 +12,9 @@ import org.tserve.config.ModelKey.Shown;
 /**
  * Every model setting (model-config.yaml keys, the config.properties models JSON, management API
  * parameters), each declared once. A new key is one entry here plus its field in
- * {@link ModelSettings}; parsing, copy(), describe, the docs table and the unknown-key warning follow.
+ * {@link ModelSettings}; parsing, copy(), describe, the docs table, the unknown-key warning and the
+ * worker's view (LOAD: {@link WorkerSettings}; the handler's {@code context.model_settings}:
+ * ts/generated/model_settings.py, rewritten by {@code gradle pythonKeys}) follow.
  * Declaration order is describe's field order (TorchServe's, then tserve's additions).
  */
 public final class ModelKeys {
@@ -60,10 +62,11 @@ public final class ModelKeys {
         key("continuousBatching", ModelValue.FLAG, false, s -> s.continuousBatching,
                 (s, v) -> s.continuousBatching = v,
                 "Requests join the worker's running generation between steps (docs/llm.md)")
-                .shownValue(ModelSettings::joinsRunningBatch);
+                .shownValue(ModelSettings::joinsRunningBatch).toWorker(ModelSettings::joinsRunningBatch)
+                .api("continuous_batching");
         key("asyncCommunication", ModelValue.FLAG, false, s -> s.asyncCommunication,
                 (s, v) -> s.asyncCommunication = v, "TorchServe's name for continuousBatching; the same in tserve")
-                .shown(Shown.HIDDEN);
+                .shown(Shown.HIDDEN).notForWorker();
         key("useJobTicket", ModelValue.FLAG, false, s -> s.useJobTicket, (s, v) -> s.useJobTicket = v,
                 "Accept a request only when a worker can take it now, else 503 (never queue it)");
         key("useVenv", ModelValue.FLAG, false, s -> s.useVenv, (s, v) -> s.useVenv = v,
@@ -76,7 +79,7 @@ public final class ModelKeys {
                 (s, v) -> s.sequenceTimeoutMSec = v, "Milliseconds a sequence may live in all (0 = no limit)");
         key("maxNumSequence", ModelValue.COUNT, 0, s -> s.maxNumSequence, (s, v) -> s.maxNumSequence = v,
                 "Sequences open at once (0 = batchSize × maxWorkers)")
-                .shownValue(s -> s.sequenceBatching ? s.sequenceLimit() : 0);
+                .shownValue(s -> s.sequenceBatching ? s.sequenceLimit() : 0).toWorker(ModelSettings::sequenceLimit);
         key("maxSequenceJobQueueSize", ModelValue.COUNT, 1, s -> s.maxSequenceJobQueueSize,
                 (s, v) -> s.maxSequenceJobQueueSize = v, "Requests of one sequence that may wait behind the one running")
                 .shownValue(s -> s.sequenceBatching ? s.maxSequenceJobQueueSize : 0);
@@ -88,7 +91,7 @@ public final class ModelKeys {
                 "Postprocess runs in the preprocess pool too").api("postprocess_in_pool").shown(Shown.TSERVE);
         key("maxBatchesInFlight", ModelValue.COUNT, 0, s -> s.maxBatchesInFlight, (s, v) -> s.maxBatchesInFlight = v,
                 "Batches a worker may have in flight (0 = 1, or preprocessWorkers + 2 with a pool)")
-                .shown(Shown.TSERVE).shownValue(ModelSettings::inFlightLimit);
+                .shown(Shown.TSERVE).shownValue(ModelSettings::inFlightLimit).toWorker(ModelSettings::inFlightLimit);
         key("jobQueueSize", ModelValue.POSITIVE_OR_KEEP, 100, s -> s.jobQueueSize, (s, v) -> s.jobQueueSize = v,
                 "Requests the model's queue holds; a full queue answers 503")
                 .shown(Shown.TSERVE).defaultFrom("job_queue_size");

@@ -23,7 +23,7 @@ final class ModelValue<T> {
 
     /** An integer ≥ 0. */
     static final ModelValue<Integer> COUNT = new ModelValue<>("integer ≥ 0", List.of(), ModelValue::count,
-            UnaryOperator.identity(), ParamForm.INTEGER);
+            UnaryOperator.identity(), ParamForm.INTEGER, "int");
     /** An integer ≥ 1 (a negative one gets the "must not be negative" error first, as before). */
     static final ModelValue<Integer> AT_LEAST_ONE = new ModelValue<>("integer ≥ 1", List.of(), (k, v, src) -> {
         int n = count(k, v, src);
@@ -31,20 +31,20 @@ final class ModelValue<T> {
             throw new ConfigException(src + ": '" + k + "' must be at least 1, got " + v);
         }
         return n;
-    }, UnaryOperator.identity(), ParamForm.INTEGER);
+    }, UnaryOperator.identity(), ParamForm.INTEGER, "int");
     /** An integer ≥ 0 where 0 keeps the lower layer's value (TorchServe: jobQueueSize ≤ 0 is the default). */
     static final ModelValue<Integer> POSITIVE_OR_KEEP = new ModelValue<>("integer ≥ 0 (0: keep the default)",
             List.of(), (k, v, src) -> {
                 int n = count(k, v, src);
                 return n > 0 ? n : null;
-            }, UnaryOperator.identity(), ParamForm.INTEGER);
+            }, UnaryOperator.identity(), ParamForm.INTEGER, "int");
     /** A YAML/JSON boolean (no strings: "yes" would be a typo hidden). */
     static final ModelValue<Boolean> FLAG = new ModelValue<>("true or false", List.of(), (k, v, src) -> {
         if (!(v instanceof Boolean)) {
             throw new ConfigException(src + ": '" + k + "' must be true or false, got " + v);
         }
         return (Boolean) v;
-    }, UnaryOperator.identity(), ParamForm.BOOLEAN);
+    }, UnaryOperator.identity(), ParamForm.BOOLEAN, "bool");
     static final ModelValue<List<Integer>> INT_LIST = new ModelValue<>("list of integers", List.of(), (k, v, src) -> {
         if (!(v instanceof List)) {
             throw new ConfigException(src + ": '" + k + "' must be a list of integers, got " + v);
@@ -54,7 +54,7 @@ final class ModelValue<T> {
             ids.add(toInt(k, o, src));
         }
         return ids;
-    }, ArrayList::new, ParamForm.NONE);
+    }, ArrayList::new, ParamForm.NONE, "tuple[int, ...]");
     static final ModelValue<Map<String, Object>> MAPPING = new ModelValue<>("mapping", List.of(), (k, v, src) -> {
         if (!(v instanceof Map)) {
             throw new ConfigException(src + ": '" + k + "' must be a mapping, got " + v);
@@ -64,7 +64,7 @@ final class ModelValue<T> {
             m.put(String.valueOf(e.getKey()), e.getValue());
         }
         return m;
-    }, LinkedHashMap::new, ParamForm.NONE);
+    }, LinkedHashMap::new, ParamForm.NONE, "Mapping[str, Any]");
 
     /** For the docs table. */
     final String text;
@@ -73,10 +73,13 @@ final class ModelValue<T> {
     private final Reader<T> reader;
     private final UnaryOperator<T> copier;
     final ParamForm paramForm;
+    /** Its type in the worker's ModelSettings (ts/generated/model_settings.py, written by {@link PythonKeys}). */
+    final String pythonType;
 
     private ModelValue(String text, List<String> choices, Reader<T> reader, UnaryOperator<T> copier,
-                       ParamForm paramForm) {
+                       ParamForm paramForm, String pythonType) {
         this.paramForm = paramForm;
+        this.pythonType = pythonType;
         this.text = text;
         this.choices = choices;
         this.reader = reader;
@@ -97,7 +100,8 @@ final class ModelValue<T> {
                 throw new ConfigException(src + ": '" + k + "' must be " + expected + ", got " + v);
             }
             return d;
-        }, UnaryOperator.identity(), ParamForm.TEXT);
+        }, UnaryOperator.identity(), ParamForm.TEXT,
+                "Literal[" + String.join(", ", ok.stream().map(c -> "\"" + c + "\"").toArray(String[]::new)) + "]");
     }
 
     /** The JSON schema of its API parameter (the OpenAPI document's). */

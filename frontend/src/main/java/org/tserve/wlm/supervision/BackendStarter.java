@@ -1,8 +1,6 @@
 package org.tserve.wlm.supervision;
 
-import com.google.gson.JsonObject;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -81,30 +79,10 @@ final class BackendStarter {
     /** Sends LOAD to every rank and waits for each rank's LOADED (the link's readers complete them). */
     void load(BackendLink link, WorkerProcess process, long deadline, ModelSettings s)
             throws WorkerFailure, IOException, InterruptedException {
-        link.write(FrameType.LOAD, InFlightTable.LOAD_BATCH_ID, loadRequest(s), true);
+        link.write(FrameType.LOAD, InFlightTable.LOAD_BATCH_ID, LoadMessage.body(model, name, gpuId, env, s), true);
         for (int rank = 0; rank < link.rankCount(); rank++) {
             checkLoaded(link, process, rank, deadline, s);
         }
-    }
-
-    private byte[] loadRequest(ModelSettings s) {
-        JsonObject j = new JsonObject();
-        j.addProperty("modelName", model.name);
-        j.addProperty("modelVersion", model.version);
-        j.addProperty("modelPath", model.getArchive().getModelDir().toString());
-        j.addProperty("handler", model.handler);
-        j.addProperty("envelope", env.serviceEnvelope);
-        j.addProperty("batchSize", s.batchSize);
-        j.addProperty("gpuId", gpuId);
-        j.addProperty("deviceType", gpuId >= 0 ? "gpu" : "cpu");
-        j.addProperty("limitMaxImagePixels", env.limitMaxImagePixels);
-        j.addProperty("parallelType", s.parallelType);
-        j.addProperty("parallelLevel", s.parallelLevel);
-        j.addProperty("preprocessWorkers", s.preprocessWorkers);
-        j.addProperty("postprocessInPool", s.postprocessInPool);
-        j.addProperty("continuousBatching", s.joinsRunningBatch());
-        j.addProperty("workerName", name);
-        return j.toString().getBytes(StandardCharsets.UTF_8);
     }
 
     private void checkLoaded(BackendLink link, WorkerProcess process, int rank, long deadline, ModelSettings s)
