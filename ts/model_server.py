@@ -23,6 +23,7 @@ from typing import Any
 
 import ts
 from ts.arg_parser import ArgParser
+from ts.generated.config_defaults import CONFIG_DEFAULTS
 from ts.utils.process_tree import process_alive, stop_process_tree
 from ts.version import version_line
 from ts.warmstart import spawn as zygote_spawn
@@ -270,7 +271,7 @@ def _implicit_config(no_snapshots: bool) -> dict[str, str]:
 
 def torchserve_compatible(props: dict[str, str]) -> bool:
     """The launcher's reading of the compatibility switch (the frontend's is config.Compatibility)."""
-    return props.get("compatibility", "").strip().lower() == COMPATIBILITY_TORCHSERVE
+    return props.get("compatibility", CONFIG_DEFAULTS["compatibility"]).strip().lower() == COMPATIBILITY_TORCHSERVE
 
 
 def _keep_streaming(pid: int, stdout_path: Path, offset: int) -> None:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ts.metrics.metric_type_enum import MetricTypes
+from ts.metrics.declared import declared
 
 GAUGE_INTERVAL_S = 0.5
 
@@ -32,11 +32,7 @@ WAITING = "llm_num_requests_waiting"
 KV_USAGE = "llm_kv_cache_usage_ratio"
 PREFIX_HITS = "llm_prefix_cache_hit_ratio"
 
-_KINDS = {TTFT: MetricTypes.HISTOGRAM, INTER_TOKEN: MetricTypes.HISTOGRAM, E2E: MetricTypes.HISTOGRAM,
-          PROMPT_TOKENS: MetricTypes.COUNTER, GENERATION_TOKENS: MetricTypes.COUNTER, FINISHED: MetricTypes.COUNTER,
-          RUNNING: MetricTypes.GAUGE, WAITING: MetricTypes.GAUGE, KV_USAGE: MetricTypes.GAUGE,
-          PREFIX_HITS: MetricTypes.GAUGE}
-_UNITS = {TTFT: "Seconds", INTER_TOKEN: "Seconds", E2E: "Seconds", KV_USAGE: "Ratio", PREFIX_HITS: "Ratio"}
+NAMES = (TTFT, INTER_TOKEN, E2E, PROMPT_TOKENS, GENERATION_TOKENS, FINISHED, RUNNING, WAITING, KV_USAGE, PREFIX_HITS)
 MODEL_LABEL = "model_name"
 
 
@@ -58,9 +54,8 @@ class LLMMetrics:
         self._counted = {PROMPT_TOKENS: 0, GENERATION_TOKENS: 0}  # not recorded yet
         self._metrics: dict[str, Any] = {}
         if cache is not None:
-            for name, kind in _KINDS.items():
-                dims = [MODEL_LABEL, "finish_reason"] if name == FINISHED else [MODEL_LABEL]
-                self._metrics[name] = cache.add_metric_to_cache(name, _UNITS.get(name, "Count"), dims, kind)
+            for name, d in declared(NAMES).items():  # type, unit and labels: ts/configs/metrics.yaml
+                self._metrics[name] = cache.add_metric_to_cache(name, d.unit, list(d.dimensions), d.kind)
 
     def _record(self, name: str, value: float, *extra: str) -> None:
         metric = self._metrics.get(name)

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-import yaml
-
+from ts.metrics.declared import model_metrics, read_config
 from ts.metrics.metric_cache_abstract import MetricCacheAbstract
-from ts.metrics.metric_cache_errors import MetricsCacheTypeError
-from ts.metrics.metric_type_enum import MetricTypes
-
-logger = logging.getLogger(__name__)
 
 
 class MetricsCacheYamlImpl(MetricCacheAbstract):
@@ -22,23 +16,6 @@ class MetricsCacheYamlImpl(MetricCacheAbstract):
             self.initialize_cache()
 
     def initialize_cache(self) -> None:
-        try:
-            with open(self.config_file_path, encoding="utf-8") as f:  # type: ignore[arg-type]
-                config = yaml.safe_load(f) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise MetricsCacheTypeError(f"cannot read metrics config {self.config_file_path}: {exc}") from None
-        sections = config.get("model_metrics") or {}
-        if not isinstance(sections, dict):
-            raise MetricsCacheTypeError(f"model_metrics in {self.config_file_path} must be a mapping")
-        for type_name, entries in sections.items():
-            try:
-                mtype = MetricTypes(type_name)
-            except ValueError:
-                logger.warning("metrics config: ignoring unknown metric type %s", type_name)
-                continue
-            for entry in entries or []:
-                if not isinstance(entry, dict) or "name" not in entry:
-                    logger.warning("metrics config: ignoring malformed entry %r", entry)
-                    continue
-                self.add_metric_to_cache(entry["name"], entry.get("unit", ""),
-                                         list(entry.get("dimensions") or []), mtype)
+        assert self.config_file_path is not None
+        for name, d in model_metrics(read_config(self.config_file_path), self.config_file_path).items():
+            self.add_metric_to_cache(name, d.unit, list(d.dimensions), d.kind)

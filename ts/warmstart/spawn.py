@@ -20,6 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ts.generated.config_defaults import CONFIG_DEFAULTS
+
 KEYS = ("warm_worker_start", "warm_start_preload", "blacklist_env_vars")
 
 
@@ -43,18 +45,23 @@ class SpawnedZygote:
         self.proc.wait(10)
 
 
+def setting(props: dict[str, str], key: str) -> str:
+    """``key``'s value in the config file, else the frontend's default (ConfigKeys, via ts/generated)."""
+    return props.get(key, CONFIG_DEFAULTS[key])
+
+
 def wanted(props: dict[str, str]) -> bool:
-    if props.get("enable_envvars_config", "false").strip().lower() == "true":
+    if setting(props, "enable_envvars_config").strip().lower() == "true":
         return False
-    if any("${" in props.get(k, "") for k in KEYS):
+    if any("${" in setting(props, k) for k in KEYS):
         return False
-    return props.get("warm_worker_start", "true").strip().lower() != "false"
+    return setting(props, "warm_worker_start").strip().lower() != "false"
 
 
 def worker_env(props: dict[str, str], home: str) -> dict[str, str]:
     """The environment the frontend gives the zygote (WarmStarter): blacklist applied, home first on PYTHONPATH."""
     env = dict(os.environ)
-    blacklist = props.get("blacklist_env_vars", "").strip()
+    blacklist = setting(props, "blacklist_env_vars").strip()
     if blacklist:
         pattern = re.compile(blacklist)
         env = {k: v for k, v in env.items() if not pattern.fullmatch(k)}
@@ -80,7 +87,7 @@ def spawn(props: dict[str, str], home: str, tmp_dir: str | None, out: int | None
         return None
     sock_dir = Path(tempfile.mkdtemp(prefix="tsz-", dir=socket_parent(tmp_dir or tempfile.gettempdir())))
     sock = sock_dir / "zygote.sock"
-    preload = props.get("warm_start_preload", "torch").strip()
+    preload = setting(props, "warm_start_preload").strip()
     read_end, write_end = os.pipe()
     try:
         proc = subprocess.Popen([sys.executable, "-m", "ts.warmstart.zygote", "--socket", str(sock), "--preload", preload,
