@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -39,8 +40,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def model_config(args: argparse.Namespace, model_id: Path) -> dict:
-    handler: dict = {"model_path": str(model_id), "max_new_tokens": args.max_new_tokens}
+def model_config(args: argparse.Namespace, model_id: Path) -> dict[str, Any]:
+    handler: dict[str, Any] = {"model_path": str(model_id), "max_new_tokens": args.max_new_tokens}
     if args.engine == "tserve":
         handler["dtype"] = args.dtype
     else:
@@ -73,7 +74,7 @@ def write_model(args: argparse.Namespace) -> Path:
             export_path=str(store), archive_format="no-archive", force=True))
     finally:
         config.unlink(missing_ok=True)
-    return store / args.model_name
+    return store / str(args.model_name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -189,7 +189,8 @@ def wrap_envelope(entry: Callable[..., Any], envelope: str) -> Callable[..., Any
     if envelope not in ENVELOPES:
         raise LoadError(f"unknown envelope {envelope!r}; use one of {sorted(ENVELOPES)}")
     mod_name, cls_name = ENVELOPES[envelope]
-    return getattr(importlib.import_module(mod_name), cls_name)(entry).handle
+    handle: Callable[..., Any] = getattr(importlib.import_module(mod_name), cls_name)(entry).handle
+    return handle
 
 
 def load_service(req: LoadRequest, context: Context, spec: HandlerSpec) -> Service:

@@ -299,7 +299,7 @@ def _keep_streaming(pid: int, stdout_path: Path, offset: int) -> None:
         os._exit(0)
 
 
-def _start_frontend(cmd: list[str], zygote: zygote_spawn.SpawnedZygote | None, **popen: Any) -> subprocess.Popen:
+def _start_frontend(cmd: list[str], zygote: zygote_spawn.SpawnedZygote | None, **popen: Any) -> subprocess.Popen[bytes]:
     """Starts the JVM; with a zygote the launcher started, the JVM adopts it and holds its lifeline."""
     if zygote is None:
         return subprocess.Popen(cmd, **popen)
@@ -312,7 +312,7 @@ def _start_frontend(cmd: list[str], zygote: zygote_spawn.SpawnedZygote | None, *
     return proc
 
 
-def _follow_until_ready(proc: subprocess.Popen, stdout_path: Path, offset: int, timeout: float) -> int | None:
+def _follow_until_ready(proc: subprocess.Popen[bytes], stdout_path: Path, offset: int, timeout: float) -> int | None:
     """Echo what this start appends to the frontend's output until it is ready (the file offset
     after the ready line) or exits (None)."""
     deadline = time.monotonic() + timeout

@@ -17,6 +17,7 @@ import zipfile
 from collections.abc import Callable
 from typing import IO, BinaryIO, Protocol
 
+from .artifacts import Entry
 from .model_archiver_error import ModelArchiverError
 from .progress import Progress
 
@@ -212,7 +213,7 @@ def open_writer(target: str, model_name: str, archive_format: str) -> ArchiveWri
     return ZipArchiveWriter(target, compression)
 
 
-def write_archive(target: str, name: str, archive_format: str, entries: list, manifest: tuple[str, bytes],
+def write_archive(target: str, name: str, archive_format: str, entries: list[Entry], manifest: tuple[str, bytes],
                   progress: Progress) -> None:
     """Stream ``entries`` (each with ``arcname``/``source``) and the manifest into ``target``.
 

@@ -72,10 +72,10 @@ def _error_for(exc: BaseException, handler: Any, stage: str, model_name: str) ->
     return err.status, err.message
 
 
-def start_reader(conn: Connection) -> queue.Queue:
+def start_reader(conn: Connection) -> queue.Queue[Any]:
     """Drain the pipe on a thread: the worker may send the next task while this process still
     runs (and answers) the current one, so neither side ever blocks on a full pipe."""
-    inbox: queue.Queue = queue.Queue()
+    inbox: queue.Queue[Any] = queue.Queue()  # the worker's messages (tuples), None at the end
 
     def read() -> None:
         while True:

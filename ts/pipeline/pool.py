@@ -51,7 +51,7 @@ class Task:
     kind: str  # "pre" | "post"
     batch_id: int
     payload: dict[str, Any]
-    future: Future = field(default_factory=Future)
+    future: Future[dict[str, Any]] = field(default_factory=Future)
     enqueued: float = field(default_factory=time.monotonic)
     started: float = 0.0
 

@@ -43,9 +43,9 @@ class Batch:
     context: Context
     received: float
     kind: str = "run"  # "run" | "describe"
-    pre: Future | None = None
+    pre: Future[dict[str, Any]] | None = None
     pre_done: float = 0.0
-    post: Future | None = None
+    post: Future[dict[str, Any]] | None = None
     results: list[Any] | None = None
     error: BatchError | None = None
     timings: dict[str, tuple[float, float]] = field(default_factory=dict)

@@ -99,7 +99,8 @@ class WorkerProcess:
     def load(self, load: dict[str, Any], timeout: float = 120.0) -> dict[str, Any]:
         self.send_json(FrameType.LOAD, 1, load)
         frame = self.recv_until(FrameType.LOADED, timeout=timeout)
-        return codec.decode_json_body(frame.body)
+        loaded: dict[str, Any] = codec.decode_json_body(frame.body)
+        return loaded
 
     def wait_exit(self, timeout: float = 30.0) -> int:
         return self.proc.wait(timeout)

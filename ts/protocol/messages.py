@@ -91,7 +91,8 @@ class _Reader:
         if pos + 4 > self._end:
             raise self._truncated(field_name, index, 4, pos)
         self._pos = pos + 4
-        return _U32.unpack_from(self._data, pos)[0]
+        value: int = _U32.unpack_from(self._data, pos)[0]
+        return value
 
     def raw(self, field_name: str, index: int = 0) -> bytes:
         pos = self._pos

@@ -98,7 +98,7 @@ class BaseHandler:
 
     # ------------------------------------------------------------------ loaders
     def _load_torchscript_model(self, model_pt_path: str) -> Any:
-        return torch.jit.load(model_pt_path, map_location=self.device)
+        return torch.jit.load(model_pt_path, map_location=self.device)  # type: ignore[no-untyped-call]  # torch.jit.load is unannotated
 
     def _load_pickled_model(self, model_dir: str, model_file: str, model_pt_path: str | None) -> Any:
         model_def_path = os.path.join(model_dir, model_file)
@@ -173,7 +173,8 @@ class BaseHandler:
             return self.model(marshalled, *args, **kwargs)
 
     def postprocess(self, data: Any) -> list[Any]:
-        return data.tolist()
+        out: list[Any] = data.tolist()
+        return out
 
     def handle(self, data: list[dict[str, Any]], context: Context) -> list[Any]:
         start = time.time()
@@ -239,7 +240,7 @@ class BaseHandler:
         return ctx.get_request_header(0, name)
 
     def _is_explain(self) -> bool:
-        return self._header("explain") == "True"
+        return bool(self._header("explain") == "True")
 
     def _is_describe(self) -> bool:
-        return self._header("describe") == "True"
+        return bool(self._header("describe") == "True")

@@ -29,7 +29,8 @@ class TextClassifier(TextHandler):
 
     def inference(self, data: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         offsets = torch.as_tensor([0], device=self.device)
-        return super().inference(data, offsets)
+        logits: torch.Tensor = super().inference(data, offsets)
+        return logits
 
     def postprocess(self, data: torch.Tensor) -> list[dict[str, float]]:
         return map_class_to_label(F.softmax(data, dim=1).tolist(), self.mapping)

@@ -114,7 +114,8 @@ class TextHandler(BaseHandler, ABC):
 
     def summarize_attributions(self, attributions: torch.Tensor) -> torch.Tensor:
         attributions = attributions.sum(dim=-1).squeeze(0)
-        return attributions / torch.norm(attributions)
+        normalised: torch.Tensor = attributions / torch.norm(attributions)
+        return normalised
 
     def _text_of(self, row: dict[str, Any]) -> str:
         text = row.get("data") or row.get("body")

@@ -46,7 +46,8 @@ class VisionHandler(BaseHandler, ABC):
                 raise ValueError(f"request {idx}: cannot decode the image ({exc})") from None
             # As decoded (TorchServe's contract): a grayscale model's transform gets mode "L";
             # the built-in handlers convert to RGB in their own image_processing.
-            return self.image_processing(img)
+            tensor: torch.Tensor = self.image_processing(img)
+            return tensor
         if image is None:
             raise ValueError(f"request {idx} has no 'data' or 'body' input")
         return torch.as_tensor(image, dtype=torch.float32)

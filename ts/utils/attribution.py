@@ -35,4 +35,6 @@ class EmbeddedHead(torch.nn.Module):
 
     def forward(self, emb: torch.Tensor) -> torch.Tensor:
         pooled = emb.mean(dim=1)
-        return self.model.fc(pooled) if hasattr(self.model, "fc") else pooled
+        fc = getattr(self.model, "fc", None)
+        logits: torch.Tensor = fc(pooled) if callable(fc) else pooled
+        return logits

@@ -93,7 +93,7 @@ def _kernel_pick() -> int:
         for _ in range(100):
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
+                port: int = s.getsockname()[1]
             if port not in _given:
                 _given.update(range(port, port + 1))
                 return port

@@ -75,7 +75,7 @@ def load_label_mapping(mapping_file_path: str) -> dict[str, Any] | None:
     return mapping
 
 
-def map_class_to_label(probs: list[list[float]], mapping: dict | None = None,
+def map_class_to_label(probs: list[list[float]], mapping: dict[str, Any] | None = None,
                        lbl_classes: list[list[Any]] | None = None) -> list[dict[str, float]]:
     """[[p,...]] + [[class,...]] -> [{label: p}], labels from mapping when given."""
     if not isinstance(probs, list):

@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 import time
-from typing import NoReturn
+from typing import Any, NoReturn
 
 CONNECT_TIMEOUT_S = 2.0
 COLD_START_ENV = "TS_ZYGOTE_FALLBACK_PYTHON"  # the interpreter for a cold start (default: this one)
@@ -30,7 +30,7 @@ def cold_start(worker_args: list[str], why: str) -> NoReturn:
     os.execv(python, [python, "-m", "ts.model_service_worker", *worker_args])
 
 
-def read_line(conn: socket.socket, buf: bytearray) -> dict | None:
+def read_line(conn: socket.socket, buf: bytearray) -> dict[str, Any] | None:
     while b"\n" not in buf:
         try:
             data = conn.recv(4096)
@@ -41,7 +41,8 @@ def read_line(conn: socket.socket, buf: bytearray) -> dict | None:
         buf += data
     line, _, rest = bytes(buf).partition(b"\n")
     buf[:] = rest
-    return json.loads(line)
+    message: dict[str, Any] = json.loads(line)
+    return message
 
 
 def wait_gone(pid: int) -> None:

@@ -27,7 +27,7 @@ KEYS = ("warm_worker_start", "warm_start_preload", "blacklist_env_vars")
 
 @dataclass
 class SpawnedZygote:
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     socket: Path
     lifeline: int  # the write end the frontend must inherit (pass_fds)
 

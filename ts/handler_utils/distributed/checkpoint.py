@@ -181,7 +181,8 @@ class _TensorReader:
 
     def get(self, key: str) -> torch.Tensor:
         handle = self._files[key]
-        return handle[key] if isinstance(handle, dict) else handle.get_tensor(key)
+        tensor: torch.Tensor = handle[key] if isinstance(handle, dict) else handle.get_tensor(key)
+        return tensor
 
 
 def _tied_names(model: nn.Module) -> set[str]:
@@ -209,7 +210,7 @@ def build_model_from_config(folder: Path, dtype: torch.dtype | None = None) -> n
     kwargs: dict[str, Any] = {}
     if dtype is not None:
         kwargs["dtype"] = dtype
-    model = AutoModelForCausalLM.from_config(config, **kwargs)
+    model: nn.Module = AutoModelForCausalLM.from_config(config, **kwargs)  # type: ignore[no-untyped-call]  # transformers' untyped classmethod
     return model.eval()
 
 
@@ -239,10 +240,10 @@ def meta_parameters() -> Iterator[None]:
     """
     register = nn.Module.register_parameter
 
-    def register_on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
-        register(module, name, param)
+    def register_on_meta(self: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        register(self, name, param)
         if param is not None and not param.is_meta:
-            module._parameters[name] = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+            self._parameters[name] = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
 
     nn.Module.register_parameter = register_on_meta  # type: ignore[method-assign]
     try:

@@ -78,7 +78,7 @@ class RankCoordinator:
         self._collect_acknowledged()
         step = self._step
         self._step += 1
-        self.store.set(f"step/{step}", _encode(payload))
+        self.store.set(f"step/{step}", _encode(payload))  # type: ignore[arg-type]  # takes bytes; torch's stub says str
         self._pending.append(step)
 
     def _collect_acknowledged(self) -> None:

@@ -27,7 +27,8 @@ class LogitsOnly(nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         if self._hf:
-            return self.module(input_ids=input_ids, use_cache=False).logits
+            logits: torch.Tensor = self.module(input_ids=input_ids, use_cache=False).logits
+            return logits
         out = self.module(input_ids)
         return out if isinstance(out, torch.Tensor) else out[0]
 

@@ -127,8 +127,9 @@ class BaseAccelerateHandler(BaseDistributedHandler):
         checkpoint = accelerate_checkpoint_path(find_checkpoint(self.checkpoint_dir),
                                                 Path(self._scratch.name))
         no_split = cfg.get("no_split_module_classes") or getattr(model, "_no_split_modules", None)
-        if callable(getattr(model, "tie_weights", None)):
-            model.tie_weights()
+        tie_weights = getattr(model, "tie_weights", None)
+        if callable(tie_weights):
+            tie_weights()
         self.model = load_checkpoint_and_dispatch(
             model, checkpoint=str(checkpoint), device_map=device_map, max_memory=max_memory,
             no_split_module_classes=no_split, offload_folder=str(offload) if offload else None,
@@ -142,9 +143,11 @@ class BaseAccelerateHandler(BaseDistributedHandler):
         """Where the first block lives (Accelerate's hooks move everything after it)."""
         for param in self.model.parameters():
             if param.device.type != "meta":
-                return param.device
+                device: torch.device = param.device
+                return device
         return torch.device("cpu")
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         assert self.runner is not None
-        return self.runner(input_ids.to(self.input_device()))
+        logits: torch.Tensor = self.runner(input_ids.to(self.input_device()))
+        return logits

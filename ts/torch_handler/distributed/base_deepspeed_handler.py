@@ -104,14 +104,16 @@ class BaseDeepSpeedHandler(BaseDistributedHandler):
 
     def setup_model(self, context: Context) -> None:
         info = self.rank_info
+        device = self.device
+        assert device is not None  # set by setup_common before setup_model
         # Before DeepSpeed's comm starts: its CPU all-reduce reads LOCAL_SIZE.
         os.environ["LOCAL_SIZE"] = str(info.local_world_size)
         if info.local_rank == 0:
             remove_deepspeed_shm_buffers()
         import deepspeed
 
-        deepspeed.init_distributed(dist_backend="nccl" if self.device.type == "cuda" else "gloo")
-        if self.device.type == "cpu":
+        deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
+        if device.type == "cpu":
             remove_own_buffer_at_exit(info.rank)
         cfg = self.ds_config()
         dtype = cfg["dtype"]
@@ -139,4 +141,5 @@ class BaseDeepSpeedHandler(BaseDistributedHandler):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         assert self.runner is not None
-        return self.runner(input_ids.to(self.device))
+        logits: torch.Tensor = self.runner(input_ids.to(self.device))
+        return logits

@@ -94,8 +94,8 @@ class BasePippyHandler(BaseDistributedHandler):
                 f"model-config.yaml: 'pippy.chunks' ({self.chunks}) x 'pippy.microbatch_size' "
                 f"({self.microbatch_size}) is smaller than batchSize ({batch_size}); raise one of them")
         model = self.load_model(to_dtype(cfg["dtype"]))
-        self.max_length = cfg.get("max_length") or self.handler_config.get("max_length") or \
-            getattr(getattr(model, "config", None), "max_position_embeddings", 0)
+        self.max_length = int(cfg.get("max_length") or self.handler_config.get("max_length") or
+                              getattr(getattr(model, "config", None), "max_position_embeddings", 0) or 0)
         if not self.max_length:
             raise ModelConfigError("model-config.yaml: set 'pippy.max_length' (the sequence "
                                    "length the pipeline is traced with)")
@@ -106,6 +106,7 @@ class BasePippyHandler(BaseDistributedHandler):
         with torch.inference_mode(False), torch.no_grad():
             pipe = pipeline(wrapper, mb_args=(example,),
                             split_spec={f"module.{p}": SplitPoint.BEGINNING for p in points})
+        assert self.device is not None  # set by setup_common before setup_model
         stage = pipe.build_stage(info.rank, self.device)
         del pipe, wrapper, model  # keep only this rank's stage
         gc.collect()
@@ -132,13 +133,14 @@ class BasePippyHandler(BaseDistributedHandler):
         last = self.rank_info.world_size - 1
         meta = [(tuple(out.shape), out.dtype) if out is not None else None]
         dist.broadcast_object_list(meta, src=last)
-        self.out_shape, self.out_dtype = meta[0]
+        shape_and_dtype = meta[0]
+        assert shape_and_dtype is not None  # the last stage's, broadcast to every rank
+        self.out_shape, self.out_dtype = shape_and_dtype
 
     def _run_schedule(self, batch: torch.Tensor | None) -> torch.Tensor | None:
         with torch.no_grad():
-            if self.rank_info.is_leader:
-                return self.schedule.eval(batch)
-            return self.schedule.eval()
+            out: torch.Tensor | None = self.schedule.eval(batch) if self.rank_info.is_leader else self.schedule.eval()
+            return out
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         rows, length = input_ids.shape[0], input_ids.shape[1]
@@ -151,5 +153,6 @@ class BasePippyHandler(BaseDistributedHandler):
         last = self.rank_info.world_size - 1
         if self.rank_info.rank != last:
             out = torch.empty(self.out_shape, dtype=self.out_dtype, device=self.device)
+        assert out is not None  # the last stage's logits, or the buffer that receives them
         dist.broadcast(out, src=last)
         return out[:rows, :length]

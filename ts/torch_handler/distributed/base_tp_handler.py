@@ -53,7 +53,9 @@ class BaseTPHandler(BaseDistributedHandler):
 
     def get_tp_plan(self, model: torch.nn.Module) -> dict[str, ParallelStyle | str] | None:
         """The plan when model-config.yaml gives none; default: the Transformers one."""
-        return transformers_plan(model)
+        plan = transformers_plan(model)
+        styles: dict[str, ParallelStyle | str] | None = None if plan is None else dict(plan)
+        return styles
 
     def setup_model(self, context: Context) -> None:
         model = self.load_model(to_dtype(self.config["dtype"]))
@@ -70,6 +72,7 @@ class BaseTPHandler(BaseDistributedHandler):
         plan.update(plan_from_config(as_strings))
         if world > 1:
             check_divisible(model, world)
+            assert self.device is not None  # set by setup_common before setup_model
             self.mesh = init_device_mesh(self.device.type, (world,))
             # On CPU: distribute_tensor moves one parameter at a time to the mesh's device and
             # keeps only this rank's shard, so the whole model never sits on one accelerator.
@@ -81,7 +84,7 @@ class BaseTPHandler(BaseDistributedHandler):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         assert self.runner is not None
-        out = self.runner(input_ids.to(self.device))
+        out: torch.Tensor = self.runner(input_ids.to(self.device))
         if isinstance(out, DTensor):
             out = out.full_tensor()
         wait = getattr(out, "wait", None)
