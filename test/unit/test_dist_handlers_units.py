@@ -286,7 +286,8 @@ def test_accelerate_disk_offload_equals_no_offload(tmp_path: Path) -> None:
     [
         (None, {"parallelLevel": 2}, "runs the model in ONE process"),
         (None, {"torchrun": {"nproc-per-node": 2}}, "runs the model in ONE process"),
-        (None, {"parallelType": "pp"}, "parallelType 'pp' starts torchrun"),
+        (None, {"parallelType": "tp", "parallelLevel": 1}, "parallelType 'tp' starts torchrun"),
+        (None, {"parallelType": "pp"}, "parallelType pp needs parallelLevel >= 1"),  # the frontend's own check
         ({"device_map": "everywhere"}, None, "'accelerate.device_map' must be one of auto"),
         ({"offload_dir": "x"}, None, "unknown key 'accelerate.offload_dir'"),
         ({"device_map": {"model.layer.0": "cpu"}}, None, "names ['model.layer.0']"),
