@@ -7,6 +7,7 @@ described in README.md beside this file; both codecs (Python and Java) are teste
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from ts.generated.model_settings import ModelSettings  # noqa: E402
 from ts.protocol import codec  # noqa: E402
 from ts.protocol.codec import FrameType, Part, Request, Response  # noqa: E402
 
@@ -71,17 +73,15 @@ def vectors() -> dict[str, tuple[str, bytes, dict[str, Any]]]:
                      {"responses": responses_json(resps)})
 
     # every key the frontend sends, in its order (frontend LoadMessageTest checks the key list): the
-    # worker's own fields, then the model's settings (ModelKeys: ts/generated/model_settings.py)
+    # worker's own fields, then the model's settings, taken from ts/generated/model_settings.py (the
+    # frontend's ModelKeys), so a new key reaches this vector by re-running this script
+    settings = dataclasses.asdict(ModelSettings(minWorkers=1, maxWorkers=2, batchSize=4, maxNumSequence=8,
+                                                preprocessWorkers=2, maxBatchesInFlight=4))
     json_vec("load", "LOAD with every documented key", FrameType.LOAD, 1, {
         "modelName": "mnist", "modelVersion": "1.0", "modelPath": "/tmp/models/mnist",
         "handler": "mnist_handler.py:handle", "envelope": "", "gpuId": -1, "limitMaxImagePixels": True,
         "workerName": "W-9000-mnist_1.0",
-        "minWorkers": 1, "maxWorkers": 2, "batchSize": 4, "maxBatchDelay": 100, "dispatchPolicy": "adaptive",
-        "responseTimeout": 120, "startupTimeout": 120, "maxRetryTimeoutInSec": 300, "clientTimeoutInMills": 0,
-        "parallelType": "", "parallelLevel": 0, "torchrun": {}, "deviceType": "cpu", "deviceIds": [],
-        "continuousBatching": False, "useJobTicket": False, "useVenv": False, "sequenceBatching": False,
-        "sequenceMaxIdleMSec": 0, "sequenceTimeoutMSec": 0, "maxNumSequence": 8, "maxSequenceJobQueueSize": 1,
-        "preprocessWorkers": 2, "postprocessInPool": False, "maxBatchesInFlight": 4, "jobQueueSize": 100,
+        **{k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
     })
     json_vec("load_minimal", "LOAD with only the required keys (others take defaults)",
              FrameType.LOAD, 2, {"modelName": "m", "modelPath": "/srv/m", "handler": "image_classifier"})
