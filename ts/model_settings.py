@@ -57,13 +57,13 @@ def read_model_settings(load: Mapping[str, Any]) -> ModelSettings:
 
 def resolve_model_yaml(path: str | None) -> ModelSettings:
     """The settings of a model whose only layer is the model-config.yaml at ``path`` (None: no file), as the
-    frontend resolves them (the jar's org.tserve.config.WorkerSettings): for running a handler without the
+    frontend resolves them (the jar's org.tserve.wlm.registry.YamlSettings): for running a handler without the
     server, as examples/large_models/run_local.py does. ValueError carries the frontend's message."""
     if path is None:
         return ModelSettings()
     from ts.model_server import find_java, frontend_jar
 
-    done = subprocess.run([find_java(), "-cp", str(frontend_jar()), "org.tserve.config.WorkerSettings", path],
+    done = subprocess.run([find_java(), "-cp", str(frontend_jar()), "org.tserve.wlm.registry.YamlSettings", path],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise ValueError(done.stderr.strip() or f"the frontend could not resolve {path} (exit {done.returncode})")

@@ -12,7 +12,7 @@ import pytest
 
 from ts.context import Context
 from ts.model_loader import LoadError, LoadRequest
-from ts.model_settings import ModelSettings, read_model_settings
+from ts.model_settings import ModelSettings, read_model_settings, resolve_model_yaml
 
 LOAD_VECTOR = Path(__file__).resolve().parents[1] / "protocol_vectors" / "load.json"
 WORKER_FIELDS = {"modelName", "modelVersion", "modelPath", "handler", "envelope", "gpuId", "limitMaxImagePixels",
@@ -55,3 +55,15 @@ def test_a_context_built_without_load_has_the_settings_of_a_model_that_sets_noth
     ctx = Context("m", "/m", None, 4, 0, "test", model_yaml_config={"continuousBatching": True})
     assert ctx.model_settings == ModelSettings(batchSize=4, deviceType="gpu")
     assert ctx.model_yaml_config == {"continuousBatching": True}  # the archive's file, as written
+
+
+def test_a_yaml_alone_resolves_as_the_frontend_resolves_it(tmp_path: Path) -> None:
+    cfg = tmp_path / "model-config.yaml"
+    cfg.write_text("asyncCommunication: true\nbatchSize: 3\nparallelType: tp\ntorchrun:\n  nproc-per-node: 2\n")
+    s = resolve_model_yaml(str(cfg))
+    assert (s.continuousBatching, s.batchSize, s.parallelType, s.parallelLevel) == (True, 3, "tp", 2)
+    assert s.maxBatchesInFlight == 6  # in effect: 2 × batchSize with continuous batching
+    cfg.write_text("batchSize: 0\n")
+    with pytest.raises(ValueError, match="'batchSize' must be at least 1, got 0"):
+        resolve_model_yaml(str(cfg))
+    assert resolve_model_yaml(None) == ModelSettings()
