@@ -13,7 +13,7 @@ import org.pytorch.serve.grpc.inference.InferenceAPIsServiceGrpc;
 import org.pytorch.serve.grpc.inference.PredictionResponse;
 import org.pytorch.serve.grpc.inference.PredictionsRequest;
 import org.pytorch.serve.grpc.inference.TorchServeHealthResponse;
-import org.tserve.ResponseListeners;
+import org.tserve.server.ResponseListeners;
 import org.tserve.util.Logging;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;

@@ -17,7 +17,7 @@ import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerMetadataRequ
 import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerMetadataResponse;
 import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerReadyRequest;
 import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerReadyResponse;
-import org.tserve.ResponseListeners;
+import org.tserve.server.ResponseListeners;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelDescription;

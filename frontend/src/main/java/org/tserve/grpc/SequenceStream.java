@@ -9,7 +9,7 @@ import java.util.List;
 import java.util.UUID;
 import org.pytorch.serve.grpc.inference.PredictionResponse;
 import org.pytorch.serve.grpc.inference.PredictionsRequest;
-import org.tserve.ResponseListeners;
+import org.tserve.server.ResponseListeners;
 import org.tserve.wlm.Job;
 import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;

@@ -22,8 +22,8 @@ import io.netty.util.Attribute;
 import io.netty.util.AttributeKey;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.atomic.AtomicBoolean;
-import org.tserve.ResponseListeners;
 import org.tserve.config.ConfigManager;
+import org.tserve.server.ResponseListeners;
 import org.tserve.util.AccessLog;
 import org.tserve.util.Logging;
 

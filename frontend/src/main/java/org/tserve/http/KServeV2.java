@@ -20,7 +20,7 @@ final class KServeV2 {
     static void serverMetadata(RouteCall c) {
         JsonObject o = new JsonObject();
         o.addProperty("name", "tserve");
-        o.addProperty("version", org.tserve.ModelServer.version());
+        o.addProperty("version", org.tserve.server.ServerVersion.get());
         JsonArray ext = new JsonArray();
         ext.add("kserve");
         ext.add("kubeflow");

@@ -12,8 +12,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
-import org.tserve.ServerContext;
-import org.tserve.ServerExtension;
+import org.tserve.server.ServerContext;
+import org.tserve.server.ServerExtension;
 import org.tserve.wlm.WlmListener;
 
 /**

@@ -1,4 +1,4 @@
-package org.tserve;
+package org.tserve.server;
 
 import io.netty.handler.codec.http.FullHttpRequest;
 import io.netty.handler.codec.http.FullHttpResponse;
@@ -6,7 +6,7 @@ import io.netty.handler.codec.http.FullHttpResponse;
 /**
  * A part of the server that lives outside the REST core (gRPC servers, metrics). Found with
  * {@link java.util.ServiceLoader}: list the implementation class in
- * {@code frontend/src/main/resources/META-INF/services/org.tserve.ServerExtension}.
+ * {@code frontend/src/main/resources/META-INF/services/org.tserve.server.ServerExtension}.
  * Lifecycle: {@link #start} after the model manager exists and before startup models load
  * (throw to abort startup with a clear message), {@link #stop} at shutdown, before workers stop.
  */

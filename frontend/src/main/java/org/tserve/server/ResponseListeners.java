@@ -1,4 +1,4 @@
-package org.tserve;
+package org.tserve.server;
 
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;

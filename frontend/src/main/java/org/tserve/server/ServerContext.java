@@ -1,4 +1,4 @@
-package org.tserve;
+package org.tserve.server;
 
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.ConfigManager;
