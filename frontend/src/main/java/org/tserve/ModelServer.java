@@ -26,9 +26,9 @@ import org.tserve.util.LogConfigException;
 import org.tserve.util.LogSetup;
 import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.RegisterRequest;
-import org.tserve.wlm.StatusResult;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.StatusResult;
+import org.tserve.wlm.api.WlmException;
 import org.tserve.wlm.supervision.WorkerEnvironment;
 
 /**

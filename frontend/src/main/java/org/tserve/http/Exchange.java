@@ -154,7 +154,7 @@ final class Exchange {
     }
 
     /** The request's inputs ({@link InputParser#parts}) under the form limits of the config. */
-    java.util.List<org.tserve.wlm.protocol.Part> parts(io.netty.handler.codec.http.FullHttpRequest req) throws HttpError {
+    java.util.List<org.tserve.wlm.api.Part> parts(io.netty.handler.codec.http.FullHttpRequest req) throws HttpError {
         return InputParser.parts(req, FormLimits.from(cfg));
     }
 

@@ -3,9 +3,9 @@ package org.tserve.http;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 import java.util.List;
-import org.tserve.wlm.ModelDescription;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * The Open Inference Protocol (KServe v2) routes besides infer/explain: server metadata

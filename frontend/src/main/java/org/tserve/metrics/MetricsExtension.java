@@ -14,7 +14,7 @@ import java.util.List;
 import java.util.Set;
 import org.tserve.server.ServerContext;
 import org.tserve.server.ServerExtension;
-import org.tserve.wlm.WlmListener;
+import org.tserve.wlm.api.WlmListener;
 
 /**
  * Plugs metrics into the server: installs the {@link MetricsRegistry} (metrics.yaml, metrics_mode,

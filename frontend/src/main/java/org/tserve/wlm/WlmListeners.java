@@ -5,6 +5,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import org.apache.logging.log4j.Logger;
 import org.tserve.util.Logging;
+import org.tserve.wlm.api.WlmListener;
 import org.tserve.wlm.registry.Model;
 
 /** Tells every registered {@link WlmListener} what the workers did. */

@@ -8,11 +8,11 @@
  *       {@code scale(name, version, min, max, synchronous)}, {@code unregister(name, version)},
  *       {@code setDefault(name, version)}, {@code describe(name, version)}, {@code list(limit, pageToken)},
  *       {@code submit(Job)}, {@code health()}, {@code addListener(WlmListener)}, {@code shutdown()}.
- *       Management calls return a {@link org.tserve.wlm.StatusResult} (HTTP-style status + message) or
- *       plain description objects; failures throw {@link org.tserve.wlm.WlmException} carrying an
+ *       Management calls return a {@link org.tserve.wlm.api.StatusResult} (HTTP-style status + message) or
+ *       plain description objects; failures throw {@link org.tserve.wlm.api.WlmException} carrying an
  *       HTTP-style status (400, 403, 404, 405, 409, 500, 503, 507) and a message for the client.</li>
- *   <li>{@link org.tserve.wlm.Job}: one request (model, optional version, headers, parts) with a
- *       {@link org.tserve.wlm.JobResponder} that receives exactly one final call
+ *   <li>{@link org.tserve.wlm.api.Job}: one request (model, optional version, headers, parts) with a
+ *       {@link org.tserve.wlm.api.JobResponder} that receives exactly one final call
  *       ({@code onResult} or {@code onError}), preceded by zero or more {@code onChunk} calls for
  *       streaming handlers. Responder methods run on worker threads: do not block in them.</li>
  * </ul>

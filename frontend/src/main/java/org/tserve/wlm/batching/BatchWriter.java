@@ -9,10 +9,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
 import org.tserve.config.ModelSettings;
-import org.tserve.wlm.Job;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.Part;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.FrameType;
-import org.tserve.wlm.protocol.Part;
 import org.tserve.wlm.protocol.Request;
 import org.tserve.wlm.registry.Model;
 import org.tserve.wlm.supervision.BackendLink;
@@ -120,7 +120,7 @@ public final class BatchWriter {
         ModelSettings s = model.getSettings();
         byte[] body = null;
         if (serving == c && !stopping.getAsBoolean() && inFlight.isEmpty() && model.queue.isEmpty()) {
-            body = Codec.encodeBatch(List.of(job.toRequest()));
+            body = Codec.encodeBatch(List.of(request(job)));
         }
         if (body == null || body.length > DIRECT_MAX_BYTES
                 || !BatchAggregator.sendsAloneNow(model.queue, job, s.batchSize, s.dispatchPolicy)) {
@@ -206,9 +206,14 @@ public final class BatchWriter {
     private static List<Request> requests(List<Job> jobs) {
         List<Request> reqs = new ArrayList<>(jobs.size());
         for (Job j : jobs) {
-            reqs.add(j.toRequest());
+            reqs.add(request(j));
         }
         return reqs;
+    }
+
+    /** A job as the worker reads it (docs/protocol.md): its id, headers and parts. */
+    private static Request request(Job j) {
+        return new Request(j.getId(), j.getHeaders(), j.getParts());
     }
 
     private static byte[] encode(List<Job> jobs) {

@@ -9,7 +9,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
-import org.tserve.wlm.Job;
+import org.tserve.wlm.api.Job;
 import org.tserve.wlm.supervision.BackendLink;
 
 /**

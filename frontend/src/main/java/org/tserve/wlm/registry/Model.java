@@ -9,9 +9,9 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
 import org.tserve.archive.ModelArchive;
 import org.tserve.config.ModelSettings;
 import org.tserve.dist.TorchrunOptions;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerState;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.api.WorkerState;
 import org.tserve.wlm.sequences.Sequences;
 import org.tserve.wlm.supervision.WorkerThread;
 

@@ -10,12 +10,12 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import org.tserve.wlm.ModelDescription;
-import org.tserve.wlm.ModelList;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.ModelSummary;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerDescription;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.ModelList;
+import org.tserve.wlm.api.ModelSummary;
+import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.api.WorkerDescription;
 import org.tserve.wlm.supervision.WorkerThread;
 
 /** Answers describe and list: registered versions with their workers' live state, and pages of model names. */

@@ -17,9 +17,9 @@ import org.tserve.dist.PortBlockAllocator;
 import org.tserve.dist.TorchrunOptions;
 import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.StatusResult;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerState;
+import org.tserve.wlm.api.StatusResult;
+import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.api.WorkerState;
 import org.tserve.wlm.multinode.MemberClient;
 import org.tserve.wlm.registry.Model;
 

@@ -17,13 +17,13 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.logging.log4j.Logger;
 import org.tserve.util.Json;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Part;
-import org.tserve.wlm.protocol.Response;
 import org.tserve.util.Logging;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.Part;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * Runs one workflow request through its DAG. Every node is an ordinary {@link Job} of the node's

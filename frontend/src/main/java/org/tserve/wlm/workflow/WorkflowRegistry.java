@@ -19,9 +19,9 @@ import org.tserve.archive.WorkflowArchive;
 import org.tserve.config.ConfigManager;
 import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.RegisterRequest;
-import org.tserve.wlm.StatusResult;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.StatusResult;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * The registered workflows. Registering opens the .war from the workflow store, validates its

@@ -11,7 +11,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.regex.Pattern;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * A workflow's spec YAML, validated: {@code models:} (global settings, then one entry with a

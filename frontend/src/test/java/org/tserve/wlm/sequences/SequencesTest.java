@@ -15,13 +15,13 @@ import org.junit.Rule;
 import org.junit.Test;
 import org.junit.rules.TemporaryFolder;
 import org.tserve.config.ModelSettings;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.TestModels;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.WlmException;
 import org.tserve.wlm.registry.Model;
 import org.tserve.wlm.supervision.WorkerThread;
 

@@ -17,7 +17,7 @@ import org.tserve.dist.DeviceAllocator;
 import org.tserve.dist.PortBlockAllocator;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.TestModels;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.WlmException;
 import org.tserve.wlm.registry.Model;
 
 /**

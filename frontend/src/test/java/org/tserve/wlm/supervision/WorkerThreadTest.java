@@ -22,14 +22,14 @@ import org.tserve.config.Arguments;
 import org.tserve.config.ConfigManager;
 import org.tserve.wlm.CollectingResponder;
 import org.tserve.wlm.FakeWorker;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.RegisterRequest;
-import org.tserve.wlm.StatusResult;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Part;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.Part;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.StatusResult;
 
 /** The real worker thread against {@link FakeWorker}: pipelining, streaming, worker death. */
 public class WorkerThreadTest {

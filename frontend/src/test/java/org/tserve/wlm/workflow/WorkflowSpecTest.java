@@ -8,7 +8,7 @@ import static org.junit.Assert.fail;
 import java.util.List;
 import java.util.Map;
 import org.junit.Test;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.WlmException;
 import org.yaml.snakeyaml.Yaml;
 
 /** What a workflow spec may say, and the 400 each mistake gets. */

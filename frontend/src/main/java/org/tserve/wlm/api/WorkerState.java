@@ -1,4 +1,4 @@
-package org.tserve.wlm;
+package org.tserve.wlm.api;
 
 
 /** Lifecycle of one backend worker. */

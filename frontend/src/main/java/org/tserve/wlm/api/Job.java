@@ -1,16 +1,12 @@
-package org.tserve.wlm;
+package org.tserve.wlm.api;
 
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.tserve.util.Ids;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Part;
-import org.tserve.wlm.protocol.Request;
-import org.tserve.wlm.protocol.Response;
 
 /**
  * One inference (or customized describe) request for a model version. Create it with the request
- * headers and parts, hand it to {@link ModelManager#submit(Job)}; the responder is answered
+ * headers and parts, hand it to {@code ModelManager.submit(Job)}; the responder is answered
  * exactly once.
  */
 public final class Job {
@@ -120,10 +116,6 @@ public final class Job {
     /** True once the final answer was given. */
     public boolean isDone() {
         return done.get();
-    }
-
-    public Request toRequest() {
-        return new Request(id, headers, parts);
     }
 
     public void chunk(Response r) {

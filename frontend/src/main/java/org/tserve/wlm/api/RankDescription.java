@@ -1,4 +1,4 @@
-package org.tserve.wlm;
+package org.tserve.wlm.api;
 
 /**
  * One rank of a distributed worker as describe shows it: its global rank, process id (-1 until

@@ -1,6 +1,6 @@
-package org.tserve.wlm;
+package org.tserve.wlm.api;
 
-/** What {@code /ping}, {@code /v2/health/ready} and the gRPC health calls report ({@link ModelManager#health}). */
+/** What {@code /ping}, {@code /v2/health/ready} and the gRPC health calls report ({@code ModelManager.health()}). */
 public enum Health {
     /** Every model's default version has its minWorkers workers READY. */
     HEALTHY("Healthy"),

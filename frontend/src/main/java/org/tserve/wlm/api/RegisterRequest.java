@@ -1,4 +1,4 @@
-package org.tserve.wlm;
+package org.tserve.wlm.api;
 
 /**
  * Parameters of a model registration (management API or startup). Null fields are "not given"

@@ -1,4 +1,4 @@
-package org.tserve.wlm;
+package org.tserve.wlm.api;
 
 /** A workload-manager failure with the HTTP-style status a client should see and a clear message. */
 public class WlmException extends Exception {

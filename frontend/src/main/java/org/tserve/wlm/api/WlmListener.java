@@ -1,4 +1,4 @@
-package org.tserve.wlm;
+package org.tserve.wlm.api;
 
 /** Observes the workload manager (metrics). Called on worker threads: return quickly. */
 public interface WlmListener {

@@ -1,4 +1,4 @@
-package org.tserve.wlm;
+package org.tserve.wlm.api;
 
 import java.util.List;
 import org.tserve.config.ModelSettings;

@@ -1,6 +1,5 @@
-package org.tserve.wlm;
+package org.tserve.wlm.api;
 
-import org.tserve.wlm.protocol.Response;
 
 /**
  * Receives the answer of one {@link Job}. Exactly one of {@link #onResult} or {@link #onError} is
