@@ -11,11 +11,11 @@ import java.util.function.BooleanSupplier;
 import org.tserve.config.ModelSettings;
 import org.tserve.wlm.api.Job;
 import org.tserve.wlm.api.Part;
+import org.tserve.wlm.link.BackendLink;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.FrameType;
 import org.tserve.wlm.protocol.Request;
 import org.tserve.wlm.registry.Model;
-import org.tserve.wlm.supervision.BackendLink;
 
 /**
  * Sends one worker's batches: the writer loop takes jobs from the model's queue, forms a batch

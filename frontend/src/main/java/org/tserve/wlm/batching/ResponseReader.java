@@ -11,13 +11,13 @@ import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.api.Job;
 import org.tserve.wlm.api.Response;
+import org.tserve.wlm.link.BackendLink;
+import org.tserve.wlm.link.BackendStatus;
+import org.tserve.wlm.link.RankConnection;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.Frame;
 import org.tserve.wlm.protocol.FrameType;
 import org.tserve.wlm.registry.Model;
-import org.tserve.wlm.supervision.BackendLink;
-import org.tserve.wlm.supervision.BackendStatus;
-import org.tserve.wlm.supervision.RankConnection;
 import org.tserve.wlm.supervision.StartupTimeline;
 
 /**

@@ -18,9 +18,9 @@ import org.tserve.util.Ids;
 import org.tserve.wlm.api.Header;
 import org.tserve.wlm.api.Job;
 import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.link.BackendLink;
 import org.tserve.wlm.protocol.FrameType;
 import org.tserve.wlm.registry.Model;
-import org.tserve.wlm.supervision.BackendLink;
 import org.tserve.wlm.supervision.WorkerThread;
 
 /**

@@ -21,6 +21,7 @@ import org.tserve.wlm.batching.BatchWriter;
 import org.tserve.wlm.batching.InFlightBatch;
 import org.tserve.wlm.batching.InFlightTable;
 import org.tserve.wlm.batching.ResponseReader;
+import org.tserve.wlm.link.BackendLink;
 import org.tserve.wlm.multinode.MemberClient;
 import org.tserve.wlm.multinode.NodeRole;
 import org.tserve.wlm.protocol.FrameType;

@@ -1,4 +1,4 @@
-package org.tserve.wlm.supervision;
+package org.tserve.wlm.link;
 
 import java.io.IOException;
 import java.util.ArrayList;
@@ -27,7 +27,7 @@ public final class BackendLink {
     /** The PING in flight on rank 0 (describe's stages), completed by its PONG. */
     private CompletableFuture<String> pong;
 
-    BackendLink(RankConnection[] ranks, int inFlightLimit) {
+    public BackendLink(RankConnection[] ranks, int inFlightLimit) {
         this.ranks = ranks;
         this.permits = new Semaphore(inFlightLimit);
         this.permitCount = inFlightLimit;
@@ -52,12 +52,12 @@ public final class BackendLink {
         return deadReason;
     }
 
-    int deadRank() {
+    public int deadRank() {
         return deadRank;
     }
 
     /** Replaces the reason clients and logs see (the link is dead already). */
-    void explainDeath(String reason) {
+    public void explainDeath(String reason) {
         deadReason = reason;
     }
 
@@ -74,7 +74,7 @@ public final class BackendLink {
      * Waits until every permit is back (nothing in flight, no dispatchNow under way that could
      * write after STOP), the link dies or {@code deadlineMillis} passes.
      */
-    void awaitIdle(long deadlineMillis) throws InterruptedException {
+    public void awaitIdle(long deadlineMillis) throws InterruptedException {
         while (alive() && System.currentTimeMillis() < deadlineMillis) {
             if (permits.tryAcquire(permitCount, 20, TimeUnit.MILLISECONDS)) {
                 permits.release(permitCount);
@@ -87,7 +87,7 @@ public final class BackendLink {
      * Asks rank 0 for a PONG; concurrent callers share one PING. Completes with the PONG json, or
      * with null when the link dies or the write fails.
      */
-    CompletableFuture<String> ping() {
+    public CompletableFuture<String> ping() {
         CompletableFuture<String> f;
         synchronized (this) {
             if (pong != null && !pong.isDone()) {

@@ -1,4 +1,4 @@
-package org.tserve.wlm.supervision;
+package org.tserve.wlm.link;
 
 import static org.junit.Assert.assertEquals;
 

@@ -1,4 +1,4 @@
-package org.tserve.wlm.supervision;
+package org.tserve.wlm.link;
 
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -25,7 +25,7 @@ public final class RankConnection {
      * Connects to a rank listening on {@code socket} (a Unix socket) or on 127.0.0.1:{@code port}
      * when {@code tcp}; null while nobody listens there yet.
      */
-    static RankConnection tryOpen(boolean tcp, int port, Path socket) {
+    public static RankConnection tryOpen(boolean tcp, int port, Path socket) {
         SocketChannel ch = null;
         try {
             if (tcp) {
@@ -52,7 +52,7 @@ public final class RankConnection {
         return Codec.read(channel, maxLength);
     }
 
-    void close() {
+    public void close() {
         closeQuietly(channel);
     }
 

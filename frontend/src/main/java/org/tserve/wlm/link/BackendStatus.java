@@ -1,4 +1,4 @@
-package org.tserve.wlm.supervision;
+package org.tserve.wlm.link;
 
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
@@ -6,7 +6,7 @@ import com.google.gson.JsonParser;
 /** The status and message of a worker's LOADED or ERROR answer ({@code {"status": .., "message": ..}}). */
 public record BackendStatus(int status, String message, boolean readable) {
     /** The {@code pid} of a LOADED answer, or -1. */
-    static long pidOf(String json) {
+    public static long pidOf(String json) {
         try {
             JsonObject r = JsonParser.parseString(json).getAsJsonObject();
             return r.has("pid") ? r.get("pid").getAsLong() : -1;
