@@ -3,7 +3,6 @@ package org.tserve.wlm;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
@@ -25,6 +24,7 @@ import org.tserve.wlm.registry.Model;
 import org.tserve.wlm.registry.ModelDescriber;
 import org.tserve.wlm.registry.ModelRegistrar;
 import org.tserve.wlm.registry.ModelRegistry;
+import org.tserve.wlm.supervision.WorkerContext;
 import org.tserve.wlm.supervision.WorkerEnvironment;
 import org.tserve.wlm.supervision.WorkerScaler;
 import org.tserve.wlm.supervision.WorkerThread;
@@ -64,7 +64,8 @@ public final class ModelManager {
             return t;
         });
         this.scheduler.setRemoveOnCancelPolicy(true);
-        this.scaler = new WorkerScaler(this, cfg, new DeviceAllocator(cfg.getNumberOfGpu()),
+        WorkerContext workers = new WorkerContext(env, scheduler, cfg.getInt("max_response_size"), listeners);
+        this.scaler = new WorkerScaler(workers, cfg, new DeviceAllocator(cfg.getNumberOfGpu()),
                 new PortBlockAllocator(cfg.getInt("initial_distribution_port")));
         this.registrar = new ModelRegistrar(cfg, env, tmpRoot, registry, scaler);
         this.describer = new ModelDescriber(registry);
@@ -194,12 +195,12 @@ public final class ModelManager {
             m.enqueue(job, inference ? "inference" : "describe");
         } catch (WlmException e) {
             if (inference && e.getStatus() != 400) {   // a refused request counts, a malformed one does not
-                listeners.inferenceSubmitted(job.getModelName(), job.getVersion());
+                listeners.onInferenceSubmitted(job.getModelName(), job.getVersion());
             }
             throw e;
         }
         if (inference) {
-            listeners.inferenceSubmitted(job.getModelName(), job.getVersion());
+            listeners.onInferenceSubmitted(job.getModelName(), job.getVersion());
         }
     }
 
@@ -272,40 +273,5 @@ public final class ModelManager {
         registrar.unregisterAll();
         memberJobs.stopAll();
         scheduler.shutdownNow();
-    }
-
-    // ---- for worker threads (WorkerThread calls these by name) ----
-
-    /** Called by a worker thread when it has stopped for good. */
-    public void workerStopped(Model model, WorkerThread w) {
-        scaler.workerStopped(model, w);
-    }
-
-    public WorkerEnvironment workerEnvironment() {
-        return env;
-    }
-
-    public ScheduledExecutorService scheduler() {
-        return scheduler;
-    }
-
-    public long maxResponseSize() {
-        return cfg.getInt("max_response_size");
-    }
-
-    public void jobDone(Model m, Job j, int status, long queueNanos, long backendNanos) {
-        listeners.jobDone(m, j.getVersion(), status, queueNanos, backendNanos);
-    }
-
-    public void workerThreadTime(Model m, String workerName, long nanos) {
-        listeners.workerThreadTime(m, workerName, nanos);
-    }
-
-    public void workerLoaded(Model m, String workerName, long millis) {
-        listeners.workerLoaded(m, workerName, millis);
-    }
-
-    public void handlerMetrics(Model m, String workerId, String json) {
-        listeners.handlerMetrics(m, workerId, json);
     }
 }

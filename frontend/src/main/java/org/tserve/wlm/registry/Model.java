@@ -12,11 +12,12 @@ import org.tserve.dist.TorchrunOptions;
 import org.tserve.wlm.api.Job;
 import org.tserve.wlm.api.WlmException;
 import org.tserve.wlm.api.WorkerState;
+import org.tserve.wlm.batching.BatchModel;
 import org.tserve.wlm.sequences.Sequences;
 import org.tserve.wlm.supervision.WorkerThread;
 
 /** One registered model version: its archive, settings, bounded job queue and workers. */
-public final class Model {
+public final class Model implements BatchModel {
     public final String name;
     public final String version;
     public final String handler;
@@ -64,8 +65,24 @@ public final class Model {
         return archive;
     }
 
+    @Override
     public ModelSettings getSettings() {
         return settings;
+    }
+
+    @Override
+    public String modelName() {
+        return name;
+    }
+
+    @Override
+    public String modelVersion() {
+        return version;
+    }
+
+    @Override
+    public java.util.concurrent.BlockingDeque<Job> jobQueue() {
+        return queue;
     }
 
     public void setSettings(ModelSettings s) {
@@ -77,6 +94,7 @@ public final class Model {
      * worker rather than rank 0 alone: a continuous-batching handler's rank 0 feeds the other ranks
      * itself (its steps' commands).
      */
+    @Override
     public boolean inferenceToAllRanks() {
         return dist.usesTorchrun() && dist.broadcastsInference() && !settings.joinsRunningBatch();
     }

@@ -16,7 +16,6 @@ import org.tserve.dist.InsufficientDevicesException;
 import org.tserve.dist.PortBlockAllocator;
 import org.tserve.dist.TorchrunOptions;
 import org.tserve.util.Logging;
-import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.api.StatusResult;
 import org.tserve.wlm.api.WlmException;
 import org.tserve.wlm.api.WorkerState;
@@ -28,8 +27,8 @@ public final class WorkerScaler {
     // logs as ModelManager did before the split: same log lines, same --log-config level
     private static final Logger LOG = Logging.logger(WorkerScaler.class);
 
-    /** Given to every worker: it calls back (workerStopped, scheduler, metrics) through the facade. */
-    private final ModelManager owner;
+    /** Given to every worker: what it needs of the server (launch settings, timer, event listeners). */
+    private final WorkerContext ctx;
     private final ConfigManager cfg;
     private final AtomicInteger nextPort;
     /** The server's accelerators: each distributed worker holds parallelLevel of them. */
@@ -39,8 +38,8 @@ public final class WorkerScaler {
     /** Workers started and not yet stopped for good, over all models (for max_workers). */
     private int liveWorkers;
 
-    public WorkerScaler(ModelManager owner, ConfigManager cfg, DeviceAllocator devices, PortBlockAllocator distPorts) {
-        this.owner = owner;
+    public WorkerScaler(WorkerContext ctx, ConfigManager cfg, DeviceAllocator devices, PortBlockAllocator distPorts) {
+        this.ctx = ctx;
         this.cfg = cfg;
         this.nextPort = new AtomicInteger(cfg.getInt("initial_worker_port"));
         this.devices = devices;
@@ -109,7 +108,7 @@ public final class WorkerScaler {
             port = nextPort.getAndIncrement();
         }
         if (!d.isParallel()) {
-            return new WorkerThread(owner, model, port, gpuFor(model, s), null, 0);
+            return new WorkerThread(ctx, model, port, gpuFor(model, s), null, 0, w -> workerStopped(model, w));
         }
         DeviceReservation held = null;
         if ("gpu".equals(s.deviceType) && devices.total() > 0) {
@@ -124,7 +123,7 @@ public final class WorkerScaler {
             }
         }
         // gpuId 0: the first of the worker's own CUDA_VISIBLE_DEVICES (ranks use LOCAL_RANK)
-        WorkerThread w = new WorkerThread(owner, model, port, held == null ? -1 : 0, held, rdzv);
+        WorkerThread w = new WorkerThread(ctx, model, port, held == null ? -1 : 0, held, rdzv, t -> workerStopped(model, t));
         List<MemberClient> members = MemberClient.parse(cfg.get("cluster_members"), cfg.get("cluster_key"));
         if (d.usesTorchrun() && d.nnodes > 1 && !members.isEmpty() && !model.isMemberPart()) {
             if (members.size() < d.nnodes - 1) {

@@ -6,13 +6,13 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import org.apache.logging.log4j.Logger;
 import org.apache.logging.log4j.ThreadContext;
 import org.tserve.config.Compatibility;
 import org.tserve.config.ModelSettings;
 import org.tserve.dist.DeviceReservation;
 import org.tserve.util.Logging;
-import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.api.Job;
 import org.tserve.wlm.api.RankDescription;
 import org.tserve.wlm.api.WlmException;
@@ -46,7 +46,9 @@ public final class WorkerThread {
     /** A worker READY this long before it died restarts without delay ({@link RestartBackoff}). */
     static final long SERVED_LONG_ENOUGH_MILLIS = 10_000;
 
-    private final ModelManager manager;
+    private final WorkerContext ctx;
+    /** Told once when the worker has stopped for good (its scaler frees its ports and devices). */
+    private final Consumer<WorkerThread> onStopped;
     private final Model model;
     private final int port;
     private final int gpuId;
@@ -84,8 +86,10 @@ public final class WorkerThread {
     private record Lifetime(boolean loaded, String failure, int status) {
     }
 
-    public WorkerThread(ModelManager manager, Model model, int port, int gpuId, DeviceReservation devices, int rdzvPort) {
-        this.manager = manager;
+    public WorkerThread(WorkerContext ctx, Model model, int port, int gpuId, DeviceReservation devices, int rdzvPort,
+                        Consumer<WorkerThread> onStopped) {
+        this.ctx = ctx;
+        this.onStopped = onStopped;
         this.model = model;
         this.port = port;
         this.gpuId = gpuId;
@@ -95,8 +99,8 @@ public final class WorkerThread {
         this.ranks = new RankGroup(model.dist, devices);
         this.sequenceQueue = new java.util.concurrent.LinkedBlockingDeque<>(model.getSettings().jobQueueSize);
         this.writer = new BatchWriter(model, port, inFlight, this::isStopping, sequenceQueue);
-        this.reader = new ResponseReader(manager, model, name, port, inFlight, this::isStopping,
-                writer::dispatchQueued);
+        this.reader = new ResponseReader(model, ctx.events(), name, port, inFlight, this::isStopping,
+                writer::dispatchQueued, ctx.maxResponseSize());
         this.role = new NodeRole(model, name, ranks);
     }
 
@@ -248,7 +252,7 @@ public final class WorkerThread {
         t.setDaemon(true);
         // One periodic check per worker instead of a timer task per batch: scheduling one woke
         // the timer thread on every request.
-        sweeper = manager.scheduler().scheduleWithFixedDelay(this::sweepTimeouts, SWEEP_MILLIS, SWEEP_MILLIS,
+        sweeper = ctx.scheduler().scheduleWithFixedDelay(this::sweepTimeouts, SWEEP_MILLIS, SWEEP_MILLIS,
                 TimeUnit.MILLISECONDS);
         t.start();
         role.startWatcher(() -> process, () -> link, this::isStopping, stopped::isDone);
@@ -359,7 +363,7 @@ public final class WorkerThread {
         link = null;
         startup = new StartupTimeline(name);
         role.newRun();
-        process = WorkerProcess.start(manager.workerEnvironment(), model, port, name, devices, rdzvPort,
+        process = WorkerProcess.start(ctx.env(), model, port, name, devices, rdzvPort,
                 role.launchDist(), role.runId());
         role.lifetimeStarted();
     }
@@ -380,13 +384,13 @@ public final class WorkerThread {
     private BackendLink connectAndLoad() throws WorkerFailure, IOException, InterruptedException {
         ModelSettings s = model.getSettings();
         long deadline = System.currentTimeMillis() + s.startupTimeout * 1000L;
-        BackendStarter starter = new BackendStarter(model, name, gpuId, manager.workerEnvironment(), ranks,
+        BackendStarter starter = new BackendStarter(model, name, gpuId, ctx.env(), ranks,
                 this::isStopping);
         BackendLink c = starter.connect(process, port, deadline, s);
         StartupTimeline t = startup;
         t.connected();
         link = c;
-        reader.start(c, t);
+        reader.start(c, t::batchAnswered);
         starter.load(c, process, deadline, s);
         t.loaded(c.loadReplies.get(0).join().text());   // rank 0's LOADED: load() checked it arrived
         role.checkLeaderRanksFirst();
@@ -405,7 +409,7 @@ public final class WorkerThread {
         }
         LOG.info(name + ": model " + model.name + " version " + model.version + " loaded by worker pid "
                 + process.pid() + (restarts > 0 ? " after elastic restart " + restarts : " " + startup.ready()));
-        manager.workerLoaded(model, name, System.currentTimeMillis() - startTime);
+        ctx.events().onWorkerLoaded(model.name, model.version, name, System.currentTimeMillis() - startTime);
         firstLoad.complete(null);
     }
 
@@ -526,7 +530,7 @@ public final class WorkerThread {
         if (sw != null) {
             sw.cancel(false);
         }
-        manager.workerStopped(model, this);
+        onStopped.accept(this);
         stopped.complete(null);
     }
 

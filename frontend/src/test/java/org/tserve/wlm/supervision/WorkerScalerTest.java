@@ -41,7 +41,7 @@ public class WorkerScalerTest {
         manager = TestModels.manager(dir, cfg);
         devices = new DeviceAllocator(gpus);
         ports = new PortBlockAllocator(FIRST_PORT);
-        scaler = new WorkerScaler(manager, cfg, devices, ports);
+        scaler = new WorkerScaler(TestModels.workerContext(dir), cfg, devices, ports);
     }
 
     @After
@@ -179,7 +179,7 @@ public class WorkerScalerTest {
         Path dir = tmp.getRoot().toPath();
         ConfigManager cfg = TestModels.config(dir, "max_workers_per_model=2\n");
         manager = TestModels.manager(dir, cfg);
-        scaler = new WorkerScaler(manager, cfg, new DeviceAllocator(0), new PortBlockAllocator(FIRST_PORT));
+        scaler = new WorkerScaler(TestModels.workerContext(dir), cfg, new DeviceAllocator(0), new PortBlockAllocator(FIRST_PORT));
         Model m = TestModels.model("m", "1.0", new ModelSettings());
         try {
             scaler.addWorkers(m, 3);
