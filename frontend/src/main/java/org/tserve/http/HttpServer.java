@@ -23,7 +23,7 @@ import org.tserve.server.ServerContext;
 import org.tserve.server.ServerExtension;
 import org.tserve.util.NettyTransport;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.workflow.WorkflowRegistry;
+import org.tserve.workflow.WorkflowRegistry;
 
 /**
  * Binds the inference, management and metrics connectors (one port when two addresses are equal);

@@ -14,10 +14,10 @@ import org.tserve.wlm.api.Header;
 import org.tserve.wlm.api.JobResponder;
 import org.tserve.wlm.api.Response;
 import org.tserve.wlm.api.StatusResult;
-import org.tserve.wlm.workflow.Workflow;
-import org.tserve.wlm.workflow.WorkflowExecutor;
-import org.tserve.wlm.workflow.WorkflowRegistry;
-import org.tserve.wlm.workflow.WorkflowSpec;
+import org.tserve.workflow.Workflow;
+import org.tserve.workflow.WorkflowExecutor;
+import org.tserve.workflow.WorkflowRegistry;
+import org.tserve.workflow.WorkflowSpec;
 
 /**
  * TorchServe's workflow routes: {@code GET|POST /workflows} and {@code GET|DELETE

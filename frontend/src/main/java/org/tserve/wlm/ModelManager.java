@@ -9,6 +9,7 @@ import org.tserve.config.ModelSettings;
 import org.tserve.config.ModelSnapshot;
 import org.tserve.dist.DeviceAllocator;
 import org.tserve.dist.PortBlockAllocator;
+import org.tserve.wlm.api.ClusterMember;
 import org.tserve.wlm.api.Health;
 import org.tserve.wlm.api.Job;
 import org.tserve.wlm.api.ModelDescription;
@@ -24,10 +25,10 @@ import org.tserve.wlm.registry.Model;
 import org.tserve.wlm.registry.ModelDescriber;
 import org.tserve.wlm.registry.ModelRegistrar;
 import org.tserve.wlm.registry.ModelRegistry;
+import org.tserve.wlm.supervision.Worker;
 import org.tserve.wlm.supervision.WorkerContext;
 import org.tserve.wlm.supervision.WorkerEnvironment;
 import org.tserve.wlm.supervision.WorkerScaler;
-import org.tserve.wlm.supervision.WorkerThread;
 
 /**
  * The models of a server: register, scale, unregister, describe, list, set-default and job
@@ -73,7 +74,7 @@ public final class ModelManager {
     }
 
     /** This node's parts of a leader's jobs across machines (the member's /cluster API). */
-    public MemberJobs memberJobs() {
+    public ClusterMember memberJobs() {
         return memberJobs;
     }
 
@@ -255,9 +256,9 @@ public final class ModelManager {
         Health h = Health.HEALTHY;
         for (Model m : registry.defaults()) {
             int min = m.getSettings().minWorkers;
-            List<WorkerThread> active = m.activeWorkers();
+            List<Worker> active = m.activeWorkers();
             long ready = active.stream().filter(w -> w.getState() == WorkerState.READY).count();
-            if (min > 0 && ready == 0 && (active.isEmpty() || active.stream().anyMatch(WorkerThread::isDown))) {
+            if (min > 0 && ready == 0 && (active.isEmpty() || active.stream().anyMatch(Worker::isDown))) {
                 return Health.UNHEALTHY;
             }
             if (ready < min) {

@@ -13,9 +13,9 @@ import org.junit.Test;
 import org.tserve.wlm.api.Header;
 import org.tserve.wlm.api.Part;
 import org.tserve.wlm.api.Response;
-import org.tserve.wlm.workflow.Workflow;
-import org.tserve.wlm.workflow.WorkflowExecutor;
-import org.tserve.wlm.workflow.WorkflowSpec;
+import org.tserve.workflow.Workflow;
+import org.tserve.workflow.WorkflowExecutor;
+import org.tserve.workflow.WorkflowSpec;
 import org.yaml.snakeyaml.Yaml;
 
 /**

@@ -19,8 +19,6 @@ import org.tserve.util.Logging;
 import org.tserve.wlm.api.StatusResult;
 import org.tserve.wlm.api.WlmException;
 import org.tserve.wlm.api.WorkerState;
-import org.tserve.wlm.multinode.MemberClient;
-import org.tserve.wlm.registry.Model;
 
 /** Starts and stops the workers of models: their ports and devices, scaling, waiting for load and stop. */
 public final class WorkerScaler {
@@ -50,12 +48,12 @@ public final class WorkerScaler {
      * Starts {@code n} workers, or none: every worker's ports and devices are reserved first, and
      * a request that does not fit is refused (507, naming how many devices are needed and free).
      */
-    public List<WorkerThread> addWorkers(Model model, int n) throws WlmException {
+    public List<WorkerThread> addWorkers(ServedModel model, int n) throws WlmException {
         ModelSettings s = model.getSettings();
         TorchrunOptions d = model.dist;
         List<WorkerThread> out = new ArrayList<>();
         synchronized (this) {
-            checkCaps(model.name, model.activeWorkers().size(), n, liveWorkers, cfg.getInt("max_workers_per_model"),
+            checkCaps(model.name, model.active().size(), n, liveWorkers, cfg.getInt("max_workers_per_model"),
                     cfg.getInt("max_workers"));
             liveWorkers += n;
         }
@@ -71,10 +69,15 @@ public final class WorkerScaler {
             throw e;
         }
         for (WorkerThread w : out) {
-            model.workers.add(w);
-            w.start();
+            start(model, w);
         }
         return out;
+    }
+
+    /** Starts a worker made by {@link #newWorker} as one of {@code model}'s workers. */
+    public void start(ServedModel model, WorkerThread w) {
+        model.workers.add(w);
+        w.start();
     }
 
     /**
@@ -93,7 +96,7 @@ public final class WorkerScaler {
     }
 
     /** Worker {@code i} of {@code n}, its port(s) and devices reserved, not started. */
-    public WorkerThread newWorker(Model model, ModelSettings s, TorchrunOptions d, int i, int n) throws WlmException {
+    public WorkerThread newWorker(ServedModel model, ModelSettings s, TorchrunOptions d, int i, int n) throws WlmException {
         int port;
         int rdzv = 0;
         if (d.usesTorchrun()) {
@@ -148,7 +151,7 @@ public final class WorkerScaler {
     }
 
     /** A plain worker's GPU: round robin over the model's deviceIds, else over all GPUs; -1 on CPU. */
-    private int gpuFor(Model model, ModelSettings s) {
+    private int gpuFor(ServedModel model, ModelSettings s) {
         int gpus = cfg.getNumberOfGpu();
         if (!"gpu".equals(s.deviceType) || gpus == 0) {
             return -1;
@@ -193,7 +196,7 @@ public final class WorkerScaler {
      *
      * @param versionNamed whether the client named the version (the answer then repeats it)
      */
-    public StatusResult scale(Model model, boolean versionNamed, int min, int max, boolean synchronous) throws WlmException {
+    public StatusResult scale(ServedModel model, boolean versionNamed, int min, int max, boolean synchronous) throws WlmException {
         List<WorkerThread> added;
         List<WorkerThread> removed = new ArrayList<>();
         synchronized (model) {
@@ -202,7 +205,7 @@ public final class WorkerScaler {
             s.minWorkers = min;
             s.maxWorkers = max;
             model.setSettings(s);
-            List<WorkerThread> active = model.activeWorkers();
+            List<WorkerThread> active = model.active();
             try {
                 added = active.size() < min ? addWorkers(model, min - active.size()) : List.of();
             } catch (WlmException e) {
@@ -229,12 +232,12 @@ public final class WorkerScaler {
             throw new WlmException(e.getStatus(), "Failed to start workers for model " + model.name + " version: "
                     + model.version + ": " + e.getMessage());
         }
-        return new StatusResult(200, "Workers scaled to " + model.activeWorkers().size() + " for model: " + model.name
+        return new StatusResult(200, "Workers scaled to " + model.active().size() + " for model: " + model.name
                 + versionText);
     }
 
     /** Stops every worker of {@code model} and waits for them (unregister, shutdown). */
-    public void stopAll(Model model) {
+    public void stopAll(ServedModel model) {
         List<WorkerThread> ws = new ArrayList<>(model.workers);
         for (WorkerThread w : ws) {
             w.stop();
@@ -246,7 +249,7 @@ public final class WorkerScaler {
      * Waits up to unregister_model_timeout for stopping workers, killing the late ones; then
      * answers a scaled-to-zero model's queued jobs, as no worker will take them.
      */
-    public void awaitStopped(Model model, List<WorkerThread> workers) {
+    public void awaitStopped(ServedModel model, List<WorkerThread> workers) {
         long timeout = cfg.getInt("unregister_model_timeout") * 1000L;
         long deadline = System.currentTimeMillis() + timeout;
         for (WorkerThread w : workers) {
@@ -260,7 +263,7 @@ public final class WorkerScaler {
                 w.killNow();
             }
         }
-        if (model.activeWorkers().isEmpty() && model.getSettings().minWorkers == 0) {
+        if (model.active().isEmpty() && model.getSettings().minWorkers == 0) {
             int n = model.failQueued(503, "Model \"" + model.name + "\" was scaled to 0 workers before this request was "
                     + "served. Please use scale workers API to add workers.");
             if (n > 0) {
@@ -270,14 +273,14 @@ public final class WorkerScaler {
     }
 
     /** A worker thread has stopped for good: its resources go back, and a model left without workers fails its queue. */
-    public void workerStopped(Model model, WorkerThread w) {
+    public void workerStopped(ServedModel model, WorkerThread w) {
         if (model.workers.remove(w)) {
             synchronized (this) {
                 liveWorkers--;
             }
         }
         releaseResources(w);
-        if (model.activeWorkers().isEmpty() && !model.queue.isEmpty() && w.getState() == WorkerState.STOPPED
+        if (model.active().isEmpty() && !model.queue.isEmpty() && w.getState() == WorkerState.STOPPED
                 && !w.isStopping()) {
             model.failQueued(503, "Model \"" + model.name + "\" has no worker left (workers failed to recover)");
         }

@@ -84,7 +84,7 @@ public class WorkerScalerTest {
             assertEquals(507, e.getStatus());
             assertTrue(e.getMessage(), e.getMessage().startsWith("Cannot start worker 2 of 2 for model m (parallelLevel 2)"));
         }
-        assertTrue("no worker of a refused add is kept", m.workers.isEmpty());
+        assertTrue("no worker of a refused add is kept", m.workers().isEmpty());
         assertEquals("the first worker's devices are free again", 2, devices.free());
         assertTrue("both workers' port blocks are free again", allPortsFree());
     }
@@ -188,6 +188,6 @@ public class WorkerScalerTest {
             assertEquals(400, e.getStatus());
             assertTrue(e.getMessage(), e.getMessage().contains("max_workers_per_model"));
         }
-        assertTrue(m.workers.isEmpty());
+        assertTrue(m.workers().isEmpty());
     }
 }

@@ -1,4 +1,4 @@
-package org.tserve.wlm.multinode;
+package org.tserve.wlm.supervision;
 
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;

@@ -1,4 +1,4 @@
-package org.tserve.wlm.workflow;
+package org.tserve.workflow;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;

@@ -1,4 +1,4 @@
-package org.tserve.wlm.workflow;
+package org.tserve.workflow;
 
 import org.tserve.archive.WorkflowArchive;
 

@@ -1,4 +1,4 @@
-package org.tserve.wlm.multinode;
+package org.tserve.wlm.supervision;
 
 import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
@@ -10,9 +10,7 @@ import java.util.concurrent.CompletableFuture;
 import org.apache.logging.log4j.Logger;
 import org.tserve.config.ModelSettings;
 import org.tserve.util.Logging;
-import org.tserve.wlm.multinode.MemberClient;
-import org.tserve.wlm.multinode.MemberClient.MemberException;
-import org.tserve.wlm.registry.Model;
+import org.tserve.wlm.supervision.MemberClient.MemberException;
 import org.tserve.wlm.supervision.WorkerFailure;
 
 /**
@@ -30,7 +28,7 @@ final class RemoteNodes {
     static final long REJOIN_MILLIS = 3000;
 
     private final List<MemberClient> members;
-    private final Model model;
+    private final ServedModel model;
     private final String jobId;
     private final String leader;
     private final boolean[] started;
@@ -38,7 +36,7 @@ final class RemoteNodes {
     private final int[] unanswered;
     private final long[] lastRejoin;
 
-    RemoteNodes(List<MemberClient> members, Model model, String jobId, String leader) {
+    RemoteNodes(List<MemberClient> members, ServedModel model, String jobId, String leader) {
         this.members = members;
         this.model = model;
         this.jobId = jobId;

@@ -1,4 +1,4 @@
-package org.tserve.wlm.workflow;
+package org.tserve.workflow;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;

@@ -1,4 +1,4 @@
-package org.tserve.wlm.multinode;
+package org.tserve.wlm.supervision;
 
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
@@ -14,8 +14,6 @@ import org.tserve.util.Logging;
 import org.tserve.wlm.api.RankDescription;
 import org.tserve.wlm.api.WorkerState;
 import org.tserve.wlm.link.BackendLink;
-import org.tserve.wlm.multinode.MemberClient;
-import org.tserve.wlm.registry.Model;
 import org.tserve.wlm.supervision.RankGroup;
 import org.tserve.wlm.supervision.WorkerFailure;
 import org.tserve.wlm.supervision.WorkerProcess;
@@ -33,7 +31,7 @@ public final class NodeRole {
     /** How often the leader polls its member nodes. */
     private static final long WATCH_MILLIS = 500;
 
-    private final Model model;
+    private final ServedModel model;
     private final String workerName;
     private final RankGroup ranks;
     /** This node's torchrun options ({@link TorchrunOptions#forNode} for a job across machines). */
@@ -52,7 +50,7 @@ public final class NodeRole {
     /** Whether the member nodes run their part of the current lifetime (the watcher polls them then). */
     private volatile boolean nodesStarted;
 
-    public NodeRole(Model model, String workerName, RankGroup ranks) {
+    public NodeRole(ServedModel model, String workerName, RankGroup ranks) {
         this.model = model;
         this.workerName = workerName;
         this.ranks = ranks;

@@ -1,4 +1,4 @@
-package org.tserve.wlm.workflow;
+package org.tserve.workflow;
 
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
