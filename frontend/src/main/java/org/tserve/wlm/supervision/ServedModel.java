@@ -36,6 +36,12 @@ public abstract class ServedModel implements BatchModel {
     final AtomicInteger gpuCounter = new AtomicInteger();
     /** True for a member node's part of a leader's job (never registered, serves no requests). */
     private volatile boolean memberPart;
+    /**
+     * Out of the registry for good (unregistered, failed registration, shutdown) and its workers
+     * told to stop: no worker may be added after that. Guarded by this model's lock, which the
+     * scaler holds while it adds workers ({@link WorkerScaler#addWorkers}, {@link WorkerScaler#stopAll}).
+     */
+    boolean retired;
 
     protected ServedModel(String name, String version, String handler, String runtime, ModelArchive archive,
                           ModelSettings settings, TorchrunOptions dist) {

@@ -49,29 +49,43 @@ public final class WorkerScaler {
      * a request that does not fit is refused (507, naming how many devices are needed and free).
      */
     public List<WorkerThread> addWorkers(ServedModel model, int n) throws WlmException {
-        ModelSettings s = model.getSettings();
-        TorchrunOptions d = model.dist;
-        List<WorkerThread> out = new ArrayList<>();
-        synchronized (this) {
-            checkCaps(model.name, model.active().size(), n, liveWorkers, cfg.getInt("max_workers_per_model"),
-                    cfg.getInt("max_workers"));
-            liveWorkers += n;
-        }
-        try {
-            for (int i = 0; i < n; i++) {
-                out.add(newWorker(model, s, d, i, n));
-            }
-        } catch (WlmException e) {
-            out.forEach(this::releaseResources);
+        // Under the model's lock, against stopAll: a caller that found the model before it was
+        // unregistered (a scale, a registration) must not add a worker after stopAll took its list
+        // of workers to stop, or that worker outlives the model (issue 43's storm).
+        synchronized (model) {
+            refuseRetired(model);
+            ModelSettings s = model.getSettings();
+            TorchrunOptions d = model.dist;
+            List<WorkerThread> out = new ArrayList<>();
             synchronized (this) {
-                liveWorkers -= n;
+                checkCaps(model.name, model.active().size(), n, liveWorkers, cfg.getInt("max_workers_per_model"),
+                        cfg.getInt("max_workers"));
+                liveWorkers += n;
             }
-            throw e;
+            try {
+                for (int i = 0; i < n; i++) {
+                    out.add(newWorker(model, s, d, i, n));
+                }
+            } catch (WlmException e) {
+                out.forEach(this::releaseResources);
+                synchronized (this) {
+                    liveWorkers -= n;
+                }
+                throw e;
+            }
+            for (WorkerThread w : out) {
+                start(model, w);
+            }
+            return out;
         }
-        for (WorkerThread w : out) {
-            start(model, w);
+    }
+
+    /** 404 for a model that was taken out of the registry: it gets no worker any more. Call with its lock held. */
+    private static void refuseRetired(ServedModel model) throws WlmException {
+        if (model.retired) {
+            throw new WlmException(404, "Model \"" + model.name + "\" version " + model.version
+                    + " was unregistered; no worker is started for it");
         }
-        return out;
     }
 
     /** Starts a worker made by {@link #newWorker} as one of {@code model}'s workers. */
@@ -192,7 +206,8 @@ public final class WorkerScaler {
 
     /**
      * Scales {@code model} to at least {@code min} and at most {@code max} workers (see
-     * {@link ModelManager#scale}); a refused scale-up leaves its settings as they were.
+     * {@code ModelManager.scale}); a refused scale-up leaves its settings as they were, and a model
+     * already unregistered is refused (404).
      *
      * @param versionNamed whether the client named the version (the answer then repeats it)
      */
@@ -200,6 +215,7 @@ public final class WorkerScaler {
         List<WorkerThread> added;
         List<WorkerThread> removed = new ArrayList<>();
         synchronized (model) {
+            refuseRetired(model);
             ModelSettings before = model.getSettings();
             ModelSettings s = before.copy();
             s.minWorkers = min;
@@ -236,9 +252,16 @@ public final class WorkerScaler {
                 + versionText);
     }
 
-    /** Stops every worker of {@code model} and waits for them (unregister, shutdown). */
+    /**
+     * Retires {@code model} (no worker is added to it after this) and stops every worker it has,
+     * waiting for them (unregister, failed registration, shutdown).
+     */
     public void stopAll(ServedModel model) {
-        List<WorkerThread> ws = new ArrayList<>(model.workers);
+        List<WorkerThread> ws;
+        synchronized (model) {   // from here on addWorkers refuses: ws is every worker the model will ever have
+            model.retired = true;
+            ws = new ArrayList<>(model.workers);
+        }
         for (WorkerThread w : ws) {
             w.stop();
         }

@@ -190,4 +190,33 @@ public class WorkerScalerTest {
         }
         assertTrue(m.workers().isEmpty());
     }
+
+    /**
+     * The register/scale/unregister storm's leaked worker (issue 43), its interleaving forced: a
+     * scale (or a registration) that found the version before an unregister took it out of the
+     * registry reaches the scaler only after the unregister stopped "every" worker. It must start
+     * none: a worker added then is one that no model describes and no unregister stops.
+     */
+    @Test
+    public void aRetiredModelGetsNoNewWorker() throws Exception {
+        server(0);
+        Model m = TestModels.model("m", "1.0", new ModelSettings());
+        scaler.stopAll(m);   // the unregister's retirement: its workers (none) stopped
+        for (ThrowingAdd late : List.<ThrowingAdd>of(() -> scaler.scale(m, false, 1, 1, false),
+                () -> scaler.addWorkers(m, 1))) {
+            try {
+                late.run();
+                fail("a worker was started for an unregistered model");
+            } catch (WlmException e) {
+                assertEquals(404, e.getStatus());
+                assertTrue(e.getMessage(), e.getMessage().contains("was unregistered"));
+            }
+            assertTrue(m.workers().isEmpty());
+        }
+        assertEquals("the refused scale left the settings as they were", 0, m.getSettings().minWorkers);
+    }
+
+    private interface ThrowingAdd {
+        void run() throws WlmException;
+    }
 }
