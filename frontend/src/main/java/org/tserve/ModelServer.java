@@ -19,12 +19,16 @@ import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSnapshot;
 import org.tserve.config.SnapshotStore;
 import org.tserve.http.HttpServer;
+import org.tserve.server.ServerContext;
+import org.tserve.server.ServerExtension;
+import org.tserve.server.ServerVersion;
+import org.tserve.util.LogConfigException;
 import org.tserve.util.LogSetup;
 import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.RegisterRequest;
-import org.tserve.wlm.StatusResult;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.StatusResult;
+import org.tserve.wlm.api.WlmException;
 import org.tserve.wlm.supervision.WorkerEnvironment;
 
 /**
@@ -37,8 +41,6 @@ public final class ModelServer {
     private static Logger log() {
         return Logging.logger(ModelServer.class);
     }
-    private static volatile String version = "unknown";
-
     private final ConfigManager cfg;
     private final Path socketDir;
     /** The launcher's zygote ({@code --zygote PID:SOCKET}), or null. */
@@ -59,7 +61,7 @@ public final class ModelServer {
 
     /** The server's version (ts/version.txt under model_server_home). */
     public static String version() {
-        return version;
+        return ServerVersion.get();
     }
 
     public static void main(String[] args) {
@@ -71,7 +73,7 @@ public final class ModelServer {
             a = Arguments.parse(args);
             cfg = new ConfigManager(a, System.getenv());
             logConfig = LogSetup.start(cfg.get("log_format"));
-        } catch (ConfigException e) {
+        } catch (ConfigException | LogConfigException e) {
             System.err.println("ERROR: " + e.getMessage());
             System.exit(1);
             return;
@@ -109,7 +111,7 @@ public final class ModelServer {
         String home = cfg.getModelServerHome();
         Path versionFile = Paths.get(home, "ts", "version.txt");
         if (Files.isRegularFile(versionFile)) {
-            version = new String(Files.readAllBytes(versionFile), StandardCharsets.UTF_8).trim();
+            ServerVersion.set(new String(Files.readAllBytes(versionFile), StandardCharsets.UTF_8).trim());
         }
         for (String w : cfg.getWarnings()) {
             log().warn(w);
@@ -191,7 +193,7 @@ public final class ModelServer {
     private void banner(String home, String metricsCfg) {
         Runtime rt = Runtime.getRuntime();
         String[][] lines = {
-            {"Torchserve version", version},
+            {"Torchserve version", ServerVersion.get()},
             {"TS Home", home},
             {"Current directory", System.getProperty("user.dir")},
             {"Temp directory", System.getProperty("java.io.tmpdir")},

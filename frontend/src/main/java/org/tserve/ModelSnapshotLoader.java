@@ -8,9 +8,9 @@ import org.tserve.config.ConfigException;
 import org.tserve.config.ModelSnapshot;
 import org.tserve.util.Logging;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.RegisterRequest;
-import org.tserve.wlm.StatusResult;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.StatusResult;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * Starts the models a {@code model_snapshot} names (a restored config snapshot, or KServe's
@@ -88,7 +88,7 @@ final class ModelSnapshotLoader {
     /** The version the registered archive declares (its manifest wins over the snapshot's key). */
     private String declaredVersion(ModelSnapshot.Version v) {
         try {
-            for (org.tserve.wlm.ModelDescription d : models.describe(v.model(), "all")) {
+            for (org.tserve.wlm.api.ModelDescription d : models.describe(v.model(), "all")) {
                 if (d.modelUrl().equals(v.marName())) {
                     return d.modelVersion();
                 }

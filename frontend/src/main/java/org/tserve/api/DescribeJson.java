@@ -12,9 +12,9 @@ import java.util.Map;
 import org.tserve.config.ModelKey;
 import org.tserve.config.ModelKeys;
 import org.tserve.config.ModelSettings;
-import org.tserve.wlm.ModelDescription;
-import org.tserve.wlm.ModelList;
-import org.tserve.wlm.WorkerDescription;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.ModelList;
+import org.tserve.wlm.api.WorkerDescription;
 
 /** TorchServe's describe and list JSON shapes, field order as TorchServe writes them. */
 public final class DescribeJson {
@@ -47,7 +47,7 @@ public final class DescribeJson {
             if (!w.ranks().isEmpty()) {
                 // distributed workers: one entry per rank (tserve addition to TorchServe's shape)
                 JsonArray ranks = new JsonArray();
-                for (org.tserve.wlm.RankDescription r : w.ranks()) {
+                for (org.tserve.wlm.api.RankDescription r : w.ranks()) {
                     ranks.add(r.toJson());
                 }
                 wo.add("ranks", ranks);

@@ -1,8 +1,8 @@
 package org.tserve.grpc;
 
 import java.util.List;
-import org.tserve.ServerContext;
-import org.tserve.ServerExtension;
+import org.tserve.server.ServerContext;
+import org.tserve.server.ServerExtension;
 
 /** Starts the gRPC inference and management servers with the server and stops them at shutdown. */
 public final class GrpcExtension implements ServerExtension {

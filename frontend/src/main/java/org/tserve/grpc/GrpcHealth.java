@@ -11,9 +11,9 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import org.apache.logging.log4j.Logger;
 import org.tserve.util.Logging;
-import org.tserve.wlm.Health;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.Health;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * The standard {@code grpc.health.v1.Health} service (grpc-java's own), fed from the model

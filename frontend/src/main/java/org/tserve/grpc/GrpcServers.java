@@ -18,10 +18,10 @@ import org.apache.logging.log4j.Logger;
 import org.pytorch.serve.grpc.inference.InferenceAPIsServiceGrpc;
 import org.pytorch.serve.grpc.management.ManagementAPIsServiceGrpc;
 import org.pytorch.serve.grpc.openinference.GRPCInferenceServiceGrpc;
-import org.tserve.ResponseListeners;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
+import org.tserve.server.ResponseListeners;
 import org.tserve.util.Logging;
 import org.tserve.util.NettyTransport;
 import org.tserve.wlm.ModelManager;
@@ -163,7 +163,7 @@ public final class GrpcServers {
 
     private static String serverVersion() {
         try {
-            return org.tserve.ModelServer.version();
+            return org.tserve.server.ServerVersion.get();
         } catch (RuntimeException | LinkageError e) {
             return "unknown";
         }

@@ -13,14 +13,14 @@ import org.pytorch.serve.grpc.inference.InferenceAPIsServiceGrpc;
 import org.pytorch.serve.grpc.inference.PredictionResponse;
 import org.pytorch.serve.grpc.inference.PredictionsRequest;
 import org.pytorch.serve.grpc.inference.TorchServeHealthResponse;
-import org.tserve.ResponseListeners;
+import org.tserve.server.ResponseListeners;
 import org.tserve.util.Logging;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * TorchServe's {@code InferenceAPIsService}: Ping, Predictions, StreamPredictions (one request, a

@@ -8,10 +8,10 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import org.pytorch.serve.grpc.inference.PredictionsRequest;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Part;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.Part;
 
 /**
  * A {@link PredictionsRequest} → a workload-manager {@link Job}: each {@code input} entry is one

@@ -6,8 +6,8 @@ import com.google.gson.JsonArray;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.tserve.api.DescribeJson;
-import org.tserve.wlm.ModelDescription;
-import org.tserve.wlm.ModelList;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.ModelList;
 
 /**
  * The JSON text the REST management API answers for describe and list (its own

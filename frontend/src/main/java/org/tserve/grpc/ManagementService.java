@@ -16,14 +16,14 @@ import org.pytorch.serve.grpc.management.RegisterModelRequest;
 import org.pytorch.serve.grpc.management.ScaleWorkerRequest;
 import org.pytorch.serve.grpc.management.SetDefaultRequest;
 import org.pytorch.serve.grpc.management.UnregisterModelRequest;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
-import org.tserve.wlm.ModelDescription;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.RegisterRequest;
-import org.tserve.wlm.StatusResult;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.StatusResult;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * TorchServe's {@code ManagementAPIsService}. As in TorchServe, int fields ≤ 0 and empty strings

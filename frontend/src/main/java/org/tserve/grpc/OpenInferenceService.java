@@ -17,16 +17,16 @@ import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerMetadataRequ
 import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerMetadataResponse;
 import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerReadyRequest;
 import org.pytorch.serve.grpc.openinference.OpenInferenceGrpc.ServerReadyResponse;
-import org.tserve.ResponseListeners;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
-import org.tserve.wlm.ModelDescription;
+import org.tserve.server.ResponseListeners;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerState;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Part;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.Part;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.api.WorkerState;
 
 /**
  * The Open Inference Protocol's {@code GRPCInferenceService} (KServe v2 gRPC) on the inference

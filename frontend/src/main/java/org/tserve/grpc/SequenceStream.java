@@ -9,13 +9,13 @@ import java.util.List;
 import java.util.UUID;
 import org.pytorch.serve.grpc.inference.PredictionResponse;
 import org.pytorch.serve.grpc.inference.PredictionsRequest;
-import org.tserve.ResponseListeners;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
+import org.tserve.server.ResponseListeners;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * StreamPredictions2: the client streams requests of one stateful sequence; each is run after the

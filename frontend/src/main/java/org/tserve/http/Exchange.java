@@ -22,8 +22,8 @@ import io.netty.util.Attribute;
 import io.netty.util.AttributeKey;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.atomic.AtomicBoolean;
-import org.tserve.ResponseListeners;
 import org.tserve.config.ConfigManager;
+import org.tserve.server.ResponseListeners;
 import org.tserve.util.AccessLog;
 import org.tserve.util.Logging;
 
@@ -154,7 +154,7 @@ final class Exchange {
     }
 
     /** The request's inputs ({@link InputParser#parts}) under the form limits of the config. */
-    java.util.List<org.tserve.wlm.protocol.Part> parts(io.netty.handler.codec.http.FullHttpRequest req) throws HttpError {
+    java.util.List<org.tserve.wlm.api.Part> parts(io.netty.handler.codec.http.FullHttpRequest req) throws HttpError {
         return InputParser.parts(req, FormLimits.from(cfg));
     }
 

@@ -20,10 +20,10 @@ import org.apache.logging.log4j.Logger;
 import org.tserve.util.Handoff;
 import org.tserve.util.LogText;
 import org.tserve.util.Logging;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.Response;
 
 /**
  * Writes a job's answer as HTTP: a full response for a plain result, or a chunked response for

@@ -15,15 +15,15 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.tserve.ResponseListeners;
-import org.tserve.ServerContext;
-import org.tserve.ServerExtension;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
+import org.tserve.server.ResponseListeners;
+import org.tserve.server.ServerContext;
+import org.tserve.server.ServerExtension;
 import org.tserve.util.NettyTransport;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.workflow.WorkflowRegistry;
+import org.tserve.workflow.WorkflowRegistry;
 
 /**
  * Binds the inference, management and metrics connectors (one port when two addresses are equal);

@@ -8,12 +8,12 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import org.tserve.wlm.Health;
-import org.tserve.wlm.Job;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Part;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Health;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.Part;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * The inference API's handlers ({@link InferenceRoutes} routes to them): /ping, /predictions, /explanations, the KServe-style and OpenAI-compatible

@@ -23,8 +23,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import org.tserve.util.LogText;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Part;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Part;
 
 /** Turns an HTTP request into the handler's inputs and headers as TorchServe does. */
 final class InputParser {

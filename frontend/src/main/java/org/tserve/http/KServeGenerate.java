@@ -9,9 +9,9 @@ import io.netty.handler.codec.http.HttpMethod;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.tserve.util.Json;
-import org.tserve.wlm.Job;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * The Open Inference Protocol's generate extension: {@code POST /v2/models/{m}[/versions/{v}]/generate}

@@ -3,9 +3,9 @@ package org.tserve.http;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 import java.util.List;
-import org.tserve.wlm.ModelDescription;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * The Open Inference Protocol (KServe v2) routes besides infer/explain: server metadata
@@ -20,7 +20,7 @@ final class KServeV2 {
     static void serverMetadata(RouteCall c) {
         JsonObject o = new JsonObject();
         o.addProperty("name", "tserve");
-        o.addProperty("version", org.tserve.ModelServer.version());
+        o.addProperty("version", org.tserve.server.ServerVersion.get());
         JsonArray ext = new JsonArray();
         ext.add("kserve");
         ext.add("kubeflow");

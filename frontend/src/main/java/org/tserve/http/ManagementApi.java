@@ -16,14 +16,14 @@ import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelKey;
 import org.tserve.config.ModelKeys;
 import org.tserve.util.Logging;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
-import org.tserve.wlm.ModelDescription;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.RegisterRequest;
-import org.tserve.wlm.StatusResult;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.StatusResult;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * The management API: register, scale, describe, list, unregister, set-default, token

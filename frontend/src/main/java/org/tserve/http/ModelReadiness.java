@@ -2,7 +2,7 @@ package org.tserve.http;
 
 import com.google.gson.JsonObject;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * Per-model readiness for KServe's probes ({@code GET /v1/models/{m}}, {@code GET

@@ -11,12 +11,12 @@ import java.io.IOException;
 import java.io.StringReader;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
-import org.tserve.wlm.Job;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.ModelSummary;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Part;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.ModelSummary;
+import org.tserve.wlm.api.Part;
+import org.tserve.wlm.api.WlmException;
 
 /**
  * The OpenAI-compatible API on the inference port: {@code POST /v1/completions},

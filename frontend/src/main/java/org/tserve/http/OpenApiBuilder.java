@@ -29,7 +29,7 @@ final class OpenApiBuilder {
         JsonObject info = new JsonObject();
         info.addProperty("title", title);
         info.addProperty("description", description);
-        info.addProperty("version", org.tserve.ModelServer.version());
+        info.addProperty("version", org.tserve.server.ServerVersion.get());
         doc.add("info", info);
         doc.add("paths", paths);
         JsonObject components = new JsonObject();

@@ -12,12 +12,12 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.apache.logging.log4j.Logger;
-import org.tserve.ResponseListeners;
-import org.tserve.ServerExtension;
 import org.tserve.auth.TokenAuthorization;
 import org.tserve.auth.TokenAuthorization.KeyType;
 import org.tserve.config.Compatibility;
 import org.tserve.config.ConfigManager;
+import org.tserve.server.ResponseListeners;
+import org.tserve.server.ServerExtension;
 import org.tserve.util.LogText;
 import org.tserve.util.Logging;
 

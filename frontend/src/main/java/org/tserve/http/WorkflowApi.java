@@ -9,15 +9,15 @@ import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.atomic.AtomicReference;
 import org.tserve.config.ConfigManager;
-import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.StatusResult;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Response;
-import org.tserve.wlm.workflow.Workflow;
-import org.tserve.wlm.workflow.WorkflowExecutor;
-import org.tserve.wlm.workflow.WorkflowRegistry;
-import org.tserve.wlm.workflow.WorkflowSpec;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.StatusResult;
+import org.tserve.workflow.Workflow;
+import org.tserve.workflow.WorkflowExecutor;
+import org.tserve.workflow.WorkflowRegistry;
+import org.tserve.workflow.WorkflowSpec;
 
 /**
  * TorchServe's workflow routes: {@code GET|POST /workflows} and {@code GET|DELETE

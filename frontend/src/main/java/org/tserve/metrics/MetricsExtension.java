@@ -12,9 +12,9 @@ import java.nio.charset.StandardCharsets;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
-import org.tserve.ServerContext;
-import org.tserve.ServerExtension;
-import org.tserve.wlm.WlmListener;
+import org.tserve.server.ServerContext;
+import org.tserve.server.ServerExtension;
+import org.tserve.wlm.api.WlmListener;
 
 /**
  * Plugs metrics into the server: installs the {@link MetricsRegistry} (metrics.yaml, metrics_mode,

@@ -14,7 +14,6 @@ import org.apache.logging.log4j.core.appender.AbstractOutputStreamAppender;
 import org.apache.logging.log4j.status.StatusData;
 import org.apache.logging.log4j.status.StatusListener;
 import org.apache.logging.log4j.status.StatusLogger;
-import org.tserve.config.ConfigException;
 import org.xml.sax.SAXParseException;
 
 /**
@@ -53,7 +52,7 @@ public final class LogSetup {
 
     /**
      * Starts log4j2 and returns what configures it (for the banner). A user's file that log4j2
-     * cannot use (not XML, unknown level, missing) is a {@link ConfigException} naming it and the problem.
+     * cannot use (not XML, unknown level, missing) is a {@link LogConfigException} naming it and the problem.
      */
     public static String start(String logFormat) {
         String user = System.getProperty(CONFIG_PROPERTY);
@@ -86,7 +85,7 @@ public final class LogSetup {
         List<String> found = PROBLEMS.takeFound();
         if (!found.isEmpty()) {
             stop();
-            throw new ConfigException("Log config " + location + " (--log-config / -D" + CONFIG_PROPERTY + ") cannot be used: "
+            throw new LogConfigException("Log config " + location + " (--log-config / -D" + CONFIG_PROPERTY + ") cannot be used: "
                     + found.get(0) + (own ? "" : "; fix the file or leave it out to get tserve's own logs"));
         }
         if (!own && logFormat != null && !logFormat.trim().equalsIgnoreCase("text")) {
@@ -106,7 +105,7 @@ public final class LogSetup {
             case "json":
                 return JSON_CONFIG;
             default:
-                throw new ConfigException("log_format=" + logFormat.trim() + " is not a log format; use text or json "
+                throw new LogConfigException("log_format=" + logFormat.trim() + " is not a log format; use text or json "
                         + "(or give your own log4j2 file with --log-config)");
         }
     }

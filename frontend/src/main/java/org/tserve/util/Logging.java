@@ -52,7 +52,7 @@ public final class Logging {
      * classes there, so the room is left out of the logger name.
      */
     private static final Pattern WLM_ROOM =
-            Pattern.compile("^org\\.tserve\\.wlm\\.(?:supervision|batching|registry|sequences|multinode)\\.");
+            Pattern.compile("^org\\.tserve\\.wlm\\.(?:api|link|supervision|batching|registry|sequences|multinode)\\.");
 
     /**
      * {@code org.tserve.x.Y} → {@code org.pytorch.serve.x.Y} ({@code org.tserve.wlm.supervision.WorkerThread} →

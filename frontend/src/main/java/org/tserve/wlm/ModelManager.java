@@ -3,22 +3,32 @@ package org.tserve.wlm;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
 import org.tserve.config.ModelSnapshot;
 import org.tserve.dist.DeviceAllocator;
 import org.tserve.dist.PortBlockAllocator;
-import org.tserve.wlm.WorkerState;
+import org.tserve.wlm.api.ClusterMember;
+import org.tserve.wlm.api.Health;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.ModelList;
+import org.tserve.wlm.api.ModelSummary;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.StatusResult;
+import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.api.WlmListener;
+import org.tserve.wlm.api.WorkerState;
 import org.tserve.wlm.multinode.MemberJobs;
 import org.tserve.wlm.registry.Model;
 import org.tserve.wlm.registry.ModelDescriber;
 import org.tserve.wlm.registry.ModelRegistrar;
 import org.tserve.wlm.registry.ModelRegistry;
+import org.tserve.wlm.supervision.Worker;
+import org.tserve.wlm.supervision.WorkerContext;
 import org.tserve.wlm.supervision.WorkerEnvironment;
 import org.tserve.wlm.supervision.WorkerScaler;
-import org.tserve.wlm.supervision.WorkerThread;
 
 /**
  * The models of a server: register, scale, unregister, describe, list, set-default and job
@@ -55,7 +65,8 @@ public final class ModelManager {
             return t;
         });
         this.scheduler.setRemoveOnCancelPolicy(true);
-        this.scaler = new WorkerScaler(this, cfg, new DeviceAllocator(cfg.getNumberOfGpu()),
+        WorkerContext workers = new WorkerContext(env, scheduler, cfg.getInt("max_response_size"), listeners);
+        this.scaler = new WorkerScaler(workers, cfg, new DeviceAllocator(cfg.getNumberOfGpu()),
                 new PortBlockAllocator(cfg.getInt("initial_distribution_port")));
         this.registrar = new ModelRegistrar(cfg, env, tmpRoot, registry, scaler);
         this.describer = new ModelDescriber(registry);
@@ -63,7 +74,7 @@ public final class ModelManager {
     }
 
     /** This node's parts of a leader's jobs across machines (the member's /cluster API). */
-    public MemberJobs memberJobs() {
+    public ClusterMember memberJobs() {
         return memberJobs;
     }
 
@@ -185,12 +196,12 @@ public final class ModelManager {
             m.enqueue(job, inference ? "inference" : "describe");
         } catch (WlmException e) {
             if (inference && e.getStatus() != 400) {   // a refused request counts, a malformed one does not
-                listeners.inferenceSubmitted(job.getModelName(), job.getVersion());
+                listeners.onInferenceSubmitted(job.getModelName(), job.getVersion());
             }
             throw e;
         }
         if (inference) {
-            listeners.inferenceSubmitted(job.getModelName(), job.getVersion());
+            listeners.onInferenceSubmitted(job.getModelName(), job.getVersion());
         }
     }
 
@@ -245,9 +256,9 @@ public final class ModelManager {
         Health h = Health.HEALTHY;
         for (Model m : registry.defaults()) {
             int min = m.getSettings().minWorkers;
-            List<WorkerThread> active = m.activeWorkers();
+            List<Worker> active = m.activeWorkers();
             long ready = active.stream().filter(w -> w.getState() == WorkerState.READY).count();
-            if (min > 0 && ready == 0 && (active.isEmpty() || active.stream().anyMatch(WorkerThread::isDown))) {
+            if (min > 0 && ready == 0 && (active.isEmpty() || active.stream().anyMatch(Worker::isDown))) {
                 return Health.UNHEALTHY;
             }
             if (ready < min) {
@@ -263,40 +274,5 @@ public final class ModelManager {
         registrar.unregisterAll();
         memberJobs.stopAll();
         scheduler.shutdownNow();
-    }
-
-    // ---- for worker threads (WorkerThread calls these by name) ----
-
-    /** Called by a worker thread when it has stopped for good. */
-    public void workerStopped(Model model, WorkerThread w) {
-        scaler.workerStopped(model, w);
-    }
-
-    public WorkerEnvironment workerEnvironment() {
-        return env;
-    }
-
-    public ScheduledExecutorService scheduler() {
-        return scheduler;
-    }
-
-    public long maxResponseSize() {
-        return cfg.getInt("max_response_size");
-    }
-
-    public void jobDone(Model m, Job j, int status, long queueNanos, long backendNanos) {
-        listeners.jobDone(m, j.getVersion(), status, queueNanos, backendNanos);
-    }
-
-    public void workerThreadTime(Model m, String workerName, long nanos) {
-        listeners.workerThreadTime(m, workerName, nanos);
-    }
-
-    public void workerLoaded(Model m, String workerName, long millis) {
-        listeners.workerLoaded(m, workerName, millis);
-    }
-
-    public void handlerMetrics(Model m, String workerId, String json) {
-        listeners.handlerMetrics(m, workerId, json);
     }
 }

@@ -5,10 +5,13 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import org.apache.logging.log4j.Logger;
 import org.tserve.util.Logging;
-import org.tserve.wlm.registry.Model;
+import org.tserve.wlm.api.WlmListener;
 
-/** Tells every registered {@link WlmListener} what the workers did. */
-final class WlmListeners {
+/**
+ * Tells every registered {@link WlmListener} what the workers did: the one listener the workers
+ * are given (in their {@code WorkerContext}), passing each event on to all of them.
+ */
+final class WlmListeners implements WlmListener {
     private static final Logger LOG = Logging.logger(WlmListeners.class);
 
     private final List<WlmListener> listeners = new CopyOnWriteArrayList<>();
@@ -17,25 +20,29 @@ final class WlmListeners {
         listeners.add(l);
     }
 
-    void inferenceSubmitted(String model, String version) {
+    @Override
+    public void onInferenceSubmitted(String model, String version) {
         each(l -> l.onInferenceSubmitted(model, version));
     }
 
-    /** {@code requestedVersion}: the version the request named, null for the default (as the request counter). */
-    void jobDone(Model m, String requestedVersion, int status, long queueNanos, long backendNanos) {
-        each(l -> l.onJobDone(m.name, requestedVersion, status, queueNanos, backendNanos));
+    @Override
+    public void onJobDone(String model, String version, int status, long queueNanos, long backendNanos) {
+        each(l -> l.onJobDone(model, version, status, queueNanos, backendNanos));
     }
 
-    void workerThreadTime(Model m, String workerName, long nanos) {
-        each(l -> l.onWorkerThreadTime(m.name, m.version, workerName, nanos));
+    @Override
+    public void onHandlerMetrics(String model, String version, String workerId, String json) {
+        each(l -> l.onHandlerMetrics(model, version, workerId, json));
     }
 
-    void workerLoaded(Model m, String workerName, long millis) {
-        each(l -> l.onWorkerLoaded(m.name, m.version, workerName, millis));
+    @Override
+    public void onWorkerThreadTime(String model, String version, String workerName, long nanos) {
+        each(l -> l.onWorkerThreadTime(model, version, workerName, nanos));
     }
 
-    void handlerMetrics(Model m, String workerId, String json) {
-        each(l -> l.onHandlerMetrics(m.name, m.version, workerId, json));
+    @Override
+    public void onWorkerLoaded(String model, String version, String workerName, long millis) {
+        each(l -> l.onWorkerLoaded(model, version, workerName, millis));
     }
 
     /** A failing listener is logged and skipped: it must not break the worker thread calling it. */

@@ -8,7 +8,7 @@ import java.util.List;
 import java.util.Map;
 import org.junit.Test;
 import org.tserve.config.ModelSettings;
-import org.tserve.wlm.ModelDescription;
+import org.tserve.wlm.api.ModelDescription;
 
 /** Describe's settings fields, in TorchServe's order with tserve's after loadedAtStartup, and derived values. */
 public class DescribeJsonTest {

@@ -15,7 +15,7 @@ import java.util.Map;
 import org.junit.Rule;
 import org.junit.Test;
 import org.junit.rules.TemporaryFolder;
-import org.tserve.wlm.RegisterRequest;
+import org.tserve.wlm.api.RegisterRequest;
 import org.tserve.wlm.registry.SettingsResolver;
 
 public class ConfigPriorityTest {

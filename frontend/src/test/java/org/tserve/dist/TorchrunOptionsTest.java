@@ -12,7 +12,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.Test;
-import org.tserve.wlm.multinode.MemberClient;
+import org.tserve.wlm.supervision.MemberClient;
 
 public class TorchrunOptionsTest {
     private static Map<String, Object> block(Object... kv) {

@@ -77,7 +77,7 @@ public class GrpcServersTest {
         models.setLoadingStartupModels(loadingStartupModels);
         TokenAuthorization auth = new TokenAuthorization(tokenAuth, tmp.getRoot().toPath().resolve("key_file.json"), 60);
         auth.init();
-        servers = GrpcServers.start(cfg, models, auth, new org.tserve.ResponseListeners());
+        servers = GrpcServers.start(cfg, models, auth, new org.tserve.server.ResponseListeners());
         inferenceChannel = NettyChannelBuilder.forAddress("127.0.0.1", servers.inferencePort()).usePlaintext().build();
         managementChannel = NettyChannelBuilder.forAddress("127.0.0.1", servers.managementPort()).usePlaintext().build();
     }

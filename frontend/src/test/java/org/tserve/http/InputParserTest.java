@@ -15,7 +15,7 @@ import io.netty.handler.codec.http.HttpVersion;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.junit.Test;
-import org.tserve.wlm.protocol.Part;
+import org.tserve.wlm.api.Part;
 
 /** Form and multipart bodies become handler inputs, or a 400 naming the problem: never lost, never a 500. */
 public class InputParserTest {

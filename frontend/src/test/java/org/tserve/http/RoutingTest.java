@@ -53,7 +53,7 @@ public class RoutingTest {
         WorkerEnvironment env = new WorkerEnvironment("python3", tmp.getRoot().toPath(), tmp.getRoot().getPath(), null,
                 true, false, "", true, "");
         models = new ModelManager(cfg, env, tmp.getRoot().toPath());
-        server = new HttpServer(new org.tserve.ServerContext(cfg, models, tokens), List.of());
+        server = new HttpServer(new org.tserve.server.ServerContext(cfg, models, tokens), List.of());
         server.start();
     }
 

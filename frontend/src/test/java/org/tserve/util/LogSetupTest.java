@@ -12,7 +12,6 @@ import org.junit.After;
 import org.junit.Rule;
 import org.junit.Test;
 import org.junit.rules.TemporaryFolder;
-import org.tserve.config.ConfigException;
 
 public class LogSetupTest {
     @Rule
@@ -32,7 +31,7 @@ public class LogSetupTest {
         try {
             LogSetup.bundled("xml");
             fail("xml accepted");
-        } catch (ConfigException e) {
+        } catch (LogConfigException e) {
             assertEquals("log_format=xml is not a log format; use text or json (or give your own log4j2 file with --log-config)",
                     e.getMessage());
         }
@@ -59,7 +58,7 @@ public class LogSetupTest {
             try {
                 LogSetup.start("text");
                 fail("accepted " + c[0]);
-            } catch (ConfigException e) {
+            } catch (LogConfigException e) {
                 String m = e.getMessage();
                 assertTrue(m, m.startsWith("Log config " + f.getPath() + " (--log-config / -Dlog4j.configurationFile) cannot be used: "));
                 assertTrue(m, m.contains(c[1]));

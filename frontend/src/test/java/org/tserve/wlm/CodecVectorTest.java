@@ -15,14 +15,14 @@ import java.util.ArrayList;
 import java.util.Base64;
 import java.util.List;
 import org.junit.Test;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Part;
+import org.tserve.wlm.api.Response;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.Frame;
 import org.tserve.wlm.protocol.FrameType;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Part;
 import org.tserve.wlm.protocol.ProtocolException;
 import org.tserve.wlm.protocol.Request;
-import org.tserve.wlm.protocol.Response;
 
 /** The Java codec against the byte-exact vectors in test/protocol_vectors (shared with the Python codec). */
 public class CodecVectorTest {

@@ -4,7 +4,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.Response;
 
 /** What a job received: its chunks, its result or its error (a test double of an HTTP responder). */
 public final class CollectingResponder implements JobResponder {

@@ -1,5 +1,11 @@
 package org.tserve.wlm;
 
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.StatusResult;
+import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.api.WorkerDescription;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertTrue;
 import static org.junit.Assert.fail;

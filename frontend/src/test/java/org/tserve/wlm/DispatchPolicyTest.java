@@ -1,5 +1,8 @@
 package org.tserve.wlm;
 
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.RegisterRequest;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertSame;
@@ -20,8 +23,8 @@ import org.tserve.config.Arguments;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
+import org.tserve.wlm.api.Response;
 import org.tserve.wlm.batching.BatchAggregator;
-import org.tserve.wlm.protocol.Response;
 import org.tserve.wlm.registry.SettingsResolver;
 
 /**

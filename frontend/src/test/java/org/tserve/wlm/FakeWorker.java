@@ -10,12 +10,12 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Response;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.Frame;
 import org.tserve.wlm.protocol.FrameType;
-import org.tserve.wlm.protocol.Header;
 import org.tserve.wlm.protocol.Request;
-import org.tserve.wlm.protocol.Response;
 
 /**
  * A stand-in backend speaking docs/protocol.md, launched by the real WorkerThread through a

@@ -1,5 +1,7 @@
 package org.tserve.wlm;
 
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertTrue;
@@ -7,8 +9,8 @@ import static org.junit.Assert.assertTrue;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.Test;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Response;
 
 /**
  * Job.cancel frees the job's place before answering it (a stateful sequence's next request, let

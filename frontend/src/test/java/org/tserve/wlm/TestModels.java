@@ -4,11 +4,14 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import org.tserve.archive.ModelArchive;
 import org.tserve.config.Arguments;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
+import org.tserve.wlm.api.WlmListener;
 import org.tserve.wlm.registry.Model;
+import org.tserve.wlm.supervision.WorkerContext;
 import org.tserve.wlm.supervision.WorkerEnvironment;
 
 /** Configurations, archives and model versions for tests that start no worker process. */
@@ -23,10 +26,26 @@ public final class TestModels {
         return new ConfigManager(Arguments.parse(new String[] {"-f", props.toString()}), new HashMap<>());
     }
 
+    /** A timer for the workers of {@link #workerContext} (a daemon: nothing to shut down). */
+    private static final ScheduledThreadPoolExecutor TIMER = new ScheduledThreadPoolExecutor(1, r -> {
+        Thread t = new Thread(r, "test-wlm-timer");
+        t.setDaemon(true);
+        return t;
+    });
+
     /** A manager whose workers are never started: only their callbacks and scheduler are used. */
     public static ModelManager manager(Path dir, ConfigManager cfg) {
-        WorkerEnvironment env = new WorkerEnvironment("/bin/false", dir, dir.toString(), null, true, false, "", true, "");
-        return new ModelManager(cfg, env, dir);
+        return new ModelManager(cfg, environment(dir), dir);
+    }
+
+    /** Launch settings whose backend ({@code /bin/false}) exits at once. */
+    public static WorkerEnvironment environment(Path dir) {
+        return new WorkerEnvironment("/bin/false", dir, dir.toString(), null, true, false, "", true, "");
+    }
+
+    /** What workers made without a manager get: {@link #environment}, a shared timer, no listener. */
+    public static WorkerContext workerContext(Path dir) {
+        return new WorkerContext(environment(dir), TIMER, 1 << 20, new WlmListener() { });
     }
 
     /** An archive directory {@code dir/<folder>} with {@code manifest} as MAR-INF/MANIFEST.json, opened as {@code url}. */

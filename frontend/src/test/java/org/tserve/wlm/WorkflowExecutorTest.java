@@ -1,5 +1,7 @@
 package org.tserve.wlm;
 
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertTrue;
 
@@ -8,12 +10,12 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.Test;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Part;
-import org.tserve.wlm.protocol.Response;
-import org.tserve.wlm.workflow.Workflow;
-import org.tserve.wlm.workflow.WorkflowExecutor;
-import org.tserve.wlm.workflow.WorkflowSpec;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Part;
+import org.tserve.wlm.api.Response;
+import org.tserve.workflow.Workflow;
+import org.tserve.workflow.WorkflowExecutor;
+import org.tserve.workflow.WorkflowSpec;
 import org.yaml.snakeyaml.Yaml;
 
 /**

@@ -8,7 +8,7 @@ import java.util.WeakHashMap;
 import java.util.concurrent.BlockingDeque;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
-import org.tserve.wlm.Job;
+import org.tserve.wlm.api.Job;
 
 /**
  * Forms batches from a model's job queue. A worker thread calls {@link #poll} only when its

@@ -9,13 +9,12 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
 import org.tserve.config.ModelSettings;
-import org.tserve.wlm.Job;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.Part;
+import org.tserve.wlm.link.BackendLink;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.FrameType;
-import org.tserve.wlm.protocol.Part;
 import org.tserve.wlm.protocol.Request;
-import org.tserve.wlm.registry.Model;
-import org.tserve.wlm.supervision.BackendLink;
 
 /**
  * Sends one worker's batches: the writer loop takes jobs from the model's queue, forms a batch
@@ -25,7 +24,7 @@ import org.tserve.wlm.supervision.BackendLink;
 public final class BatchWriter {
     /** Bigger batches go through the writer thread: the event loop must not wait on a full socket. */
     static final int DIRECT_MAX_BYTES = 64 * 1024;
-    private final Model model;
+    private final BatchModel model;
     private final int port;
     private final InFlightTable inFlight;
     private final BooleanSupplier stopping;
@@ -39,7 +38,7 @@ public final class BatchWriter {
     /** This worker's own queue: the requests of the sequences pinned to it (stateful models). */
     private final BlockingDeque<Job> pinned;
 
-    public BatchWriter(Model model, int port, InFlightTable inFlight, BooleanSupplier stopping, BlockingDeque<Job> pinned) {
+    public BatchWriter(BatchModel model, int port, InFlightTable inFlight, BooleanSupplier stopping, BlockingDeque<Job> pinned) {
         this.model = model;
         this.pinned = pinned;
         this.port = port;
@@ -66,7 +65,7 @@ public final class BatchWriter {
         serving = c;
         try {
             while (!stopping.getAsBoolean() && c.alive()) {
-                BlockingDeque<Job> queue = model.getSettings().sequenceBatching ? pinned : model.queue;
+                BlockingDeque<Job> queue = model.getSettings().sequenceBatching ? pinned : model.jobQueue();
                 // Jobs wait: wait for a free permit (an answered batch). With none waiting, wait on
                 // the queue instead, so that an answered batch does not wake this thread: the next
                 // job, finding the worker idle, is written by the thread that received it (dispatchNow).
@@ -81,14 +80,14 @@ public final class BatchWriter {
                     continue;
                 }
                 if (!c.permits.tryAcquire()) {   // dispatchNow took the permit meanwhile
-                    InFlightTable.requeue(List.of(first), queue, model.name);
+                    InFlightTable.requeue(List.of(first), queue, model.modelName());
                     continue;
                 }
                 ModelSettings s = model.getSettings();
                 List<Job> jobs = s.joinsRunningBatch() ? List.of(first)   // it joins the running batch at once
                         : BatchAggregator.pollAfter(first, queue, s.batchSize, s.maxBatchDelay, s.dispatchPolicy);
                 if (stopping.getAsBoolean() || !c.alive()) {
-                    InFlightTable.requeue(jobs, queue, model.name);
+                    InFlightTable.requeue(jobs, queue, model.modelName());
                     c.permits.release();
                     break;
                 }
@@ -119,11 +118,11 @@ public final class BatchWriter {
         }
         ModelSettings s = model.getSettings();
         byte[] body = null;
-        if (serving == c && !stopping.getAsBoolean() && inFlight.isEmpty() && model.queue.isEmpty()) {
-            body = Codec.encodeBatch(List.of(job.toRequest()));
+        if (serving == c && !stopping.getAsBoolean() && inFlight.isEmpty() && model.jobQueue().isEmpty()) {
+            body = Codec.encodeBatch(List.of(request(job)));
         }
         if (body == null || body.length > DIRECT_MAX_BYTES
-                || !BatchAggregator.sendsAloneNow(model.queue, job, s.batchSize, s.dispatchPolicy)) {
+                || !BatchAggregator.sendsAloneNow(model.jobQueue(), job, s.batchSize, s.dispatchPolicy)) {
             c.permits.release();
             return false;
         }
@@ -143,7 +142,7 @@ public final class BatchWriter {
      */
     public boolean dispatchQueued(BackendLink c) {
         ModelSettings s = model.getSettings();
-        BlockingDeque<Job> queue = model.queue;
+        BlockingDeque<Job> queue = model.jobQueue();
         if (serving != c || stopping.getAsBoolean() || !c.alive() || c.rankCount() != 1 || s.sequenceBatching
                 || s.joinsRunningBatch() || !inFlight.isEmpty() || queue.size() < s.batchSize
                 || tooBigToChain(queue.peek(), s.batchSize)) {
@@ -158,11 +157,11 @@ public final class BatchWriter {
             jobs = BatchAggregator.pollAfter(first, queue, s.batchSize, 0, s.dispatchPolicy);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            InFlightTable.requeue(List.of(first), queue, model.name);
+            InFlightTable.requeue(List.of(first), queue, model.modelName());
             return false;
         }
         if (jobs.size() < s.batchSize && first.getKind() != Job.Kind.DESCRIBE) {
-            InFlightTable.requeue(jobs, queue, model.name);   // taken meanwhile: the writer thread forms it
+            InFlightTable.requeue(jobs, queue, model.modelName());   // taken meanwhile: the writer thread forms it
             return false;
         }
         jobs = withoutExpired(jobs, s.clientTimeoutInMills);
@@ -171,7 +170,7 @@ public final class BatchWriter {
         }
         List<Request> reqs = requests(jobs);
         if (Codec.sizeHint(reqs) > DIRECT_MAX_BYTES) {
-            InFlightTable.requeue(jobs, queue, model.name);
+            InFlightTable.requeue(jobs, queue, model.modelName());
             return false;
         }
         failIfDied(c, dispatch(c, jobs, Codec.encodeBatch(reqs), s));
@@ -186,7 +185,7 @@ public final class BatchWriter {
     private void failIfDied(BackendLink c, InFlightBatch b) {
         if (!c.alive() && inFlight.remove(b)) {
             for (Job j : b.jobs) {
-                j.fail(500, "Worker died. (worker " + port + " of model " + model.name + ": " + c.deadReason() + ")");
+                j.fail(500, "Worker died. (worker " + port + " of model " + model.modelName() + ": " + c.deadReason() + ")");
             }
         }
     }
@@ -206,9 +205,14 @@ public final class BatchWriter {
     private static List<Request> requests(List<Job> jobs) {
         List<Request> reqs = new ArrayList<>(jobs.size());
         for (Job j : jobs) {
-            reqs.add(j.toRequest());
+            reqs.add(request(j));
         }
         return reqs;
+    }
+
+    /** A job as the worker reads it (docs/protocol.md): its id, headers and parts. */
+    private static Request request(Job j) {
+        return new Request(j.getId(), j.getHeaders(), j.getParts());
     }
 
     private static byte[] encode(List<Job> jobs) {
@@ -230,7 +234,7 @@ public final class BatchWriter {
             if (waited <= clientTimeoutInMills) {
                 kept.add(j);
             } else {
-                j.fail(503, "Request waited " + waited + " ms for a worker of model " + model.name + ", longer than its "
+                j.fail(503, "Request waited " + waited + " ms for a worker of model " + model.modelName() + ", longer than its "
                         + "clientTimeoutInMills (" + clientTimeoutInMills + " ms), and was not run. Retry, add workers, "
                         + "or raise clientTimeoutInMills.");
             }

@@ -3,8 +3,8 @@ package org.tserve.wlm.batching;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.supervision.BackendLink;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.link.BackendLink;
 
 /** A batch written to a backend and not yet answered: its jobs, the link it went out on, its deadline. */
 public final class InFlightBatch {

@@ -9,8 +9,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.supervision.BackendLink;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.link.BackendLink;
 
 /**
  * One worker's batches in flight, by batch id. A batch leaves the table exactly once — answered,

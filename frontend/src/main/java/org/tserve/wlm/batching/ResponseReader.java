@@ -4,32 +4,32 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.util.List;
 import java.util.function.BooleanSupplier;
+import java.util.function.LongConsumer;
 import java.util.function.Predicate;
 import org.apache.logging.log4j.Logger;
 import org.tserve.util.Handoff;
 import org.tserve.util.Logging;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.ModelManager;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.WlmListener;
+import org.tserve.wlm.link.BackendLink;
+import org.tserve.wlm.link.BackendStatus;
+import org.tserve.wlm.link.RankConnection;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.Frame;
 import org.tserve.wlm.protocol.FrameType;
-import org.tserve.wlm.protocol.Response;
-import org.tserve.wlm.registry.Model;
-import org.tserve.wlm.supervision.BackendLink;
-import org.tserve.wlm.supervision.BackendStatus;
-import org.tserve.wlm.supervision.RankConnection;
-import org.tserve.wlm.supervision.StartupTimeline;
 
 /**
  * Reads what one worker's ranks send — one thread per rank socket — and matches it to the batches
  * in flight: RESULT and CHUNK answer jobs (rank 0 only), ERROR fails a batch, LOADED and PONG
  * complete what the supervisor and describe wait for, METRICS go to the model's metrics. A socket
- * that closes kills the link, naming the rank.
+ * that closes kills the link, naming the rank. What it tells (jobs answered, handler metrics, its
+ * own time) goes to the {@link WlmListener} it is given.
  */
 public final class ResponseReader {
     private static final Logger LOG = Logging.logger(ResponseReader.class);
-    private final ModelManager manager;
-    private final Model model;
+    private final BatchModel model;
+    private final WlmListener events;
     private final String name;
     private final String workerId;
     private final InFlightTable inFlight;
@@ -37,10 +37,14 @@ public final class ResponseReader {
     /** Writes the next queued batch with an answered batch's permit ({@link BatchWriter#dispatchQueued}). */
     private final Predicate<BackendLink> nextBatch;
 
-    public ResponseReader(ModelManager manager, Model model, String name, int port, InFlightTable inFlight,
-                   BooleanSupplier stopping, Predicate<BackendLink> nextBatch) {
-        this.manager = manager;
+    /** Frames longer than this are refused (max_response_size): the link dies. */
+    private final long maxResponseSize;
+
+    public ResponseReader(BatchModel model, WlmListener events, String name, int port, InFlightTable inFlight,
+                          BooleanSupplier stopping, Predicate<BackendLink> nextBatch, long maxResponseSize) {
         this.model = model;
+        this.events = events;
+        this.maxResponseSize = maxResponseSize;
         this.name = name;
         this.workerId = String.valueOf(port);
         this.inFlight = inFlight;
@@ -48,8 +52,11 @@ public final class ResponseReader {
         this.nextBatch = nextBatch;
     }
 
-    /** Starts a daemon reader thread per rank of {@code link}; its first answered batch goes to {@code startup}. */
-    public void start(BackendLink link, StartupTimeline startup) {
+    /**
+     * Starts a daemon reader thread per rank of {@code link}; {@code startup} hears each answered
+     * batch's round trip (the startup timeline keeps the first).
+     */
+    public void start(BackendLink link, LongConsumer startup) {
         int ranks = link.rankCount();
         for (int r = 0; r < ranks; r++) {
             int rank = r;
@@ -59,8 +66,8 @@ public final class ResponseReader {
         }
     }
 
-    private void readLoop(BackendLink c, int rank, StartupTimeline startup) {
-        long limit = manager.maxResponseSize();
+    private void readLoop(BackendLink c, int rank, LongConsumer startup) {
+        long limit = maxResponseSize;
         RankConnection in = c.rank(rank);
         try {
             while (true) {
@@ -90,7 +97,7 @@ public final class ResponseReader {
     }
 
     /** What one frame means: answers, load replies, metrics, errors, pongs. */
-    private void dispatch(BackendLink c, Frame f, int rank, StartupTimeline startup) throws IOException {
+    private void dispatch(BackendLink c, Frame f, int rank, LongConsumer startup) throws IOException {
         switch (f.type) {
             case FrameType.LOADED:
                 c.loadReplies.get(rank).complete(f);
@@ -102,7 +109,7 @@ public final class ResponseReader {
                 onChunk(f);
                 break;
             case FrameType.METRICS:
-                manager.handlerMetrics(model, workerId, f.text());
+                events.onHandlerMetrics(model.modelName(), model.modelVersion(), workerId, f.text());
                 break;
             case FrameType.ERROR:
                 onError(c, f, rank);
@@ -117,7 +124,7 @@ public final class ResponseReader {
         }
     }
 
-    private void onResult(BackendLink c, Frame f, StartupTimeline startup) throws IOException {
+    private void onResult(BackendLink c, Frame f, LongConsumer startup) throws IOException {
         InFlightBatch b = inFlight.remove(f.batchId);
         if (b == null) {
             LOG.warn(name + ": RESULT for unknown batch " + f.batchId + " ignored");
@@ -131,7 +138,7 @@ public final class ResponseReader {
         }
         List<Response> rs = Codec.decodeResponses(f.body);
         long now = System.nanoTime();
-        startup.batchAnswered(now - b.jobs.get(0).getDispatchedNanos());
+        startup.accept(now - b.jobs.get(0).getDispatchedNanos());
         for (Response r : rs) {
             Job j = b.byId.get(r.requestId());
             if (j == null) {
@@ -139,14 +146,15 @@ public final class ResponseReader {
                 continue;
             }
             if (j.result(r)) {
-                manager.jobDone(model, j, r.status(), j.getDispatchedNanos() - j.getCreatedNanos(),
-                        now - j.getDispatchedNanos());
+                // the version the request named (null: the default), as the request counter labels it
+                events.onJobDone(model.modelName(), j.getVersion(), r.status(),
+                        j.getDispatchedNanos() - j.getCreatedNanos(), now - j.getDispatchedNanos());
             }
         }
         for (Job j : b.jobs) {   // answered jobs ignore this: a job is answered once
             j.fail(500, "The worker's answer had no response for request " + j.getId());
         }
-        manager.workerThreadTime(model, name, b.frontendNanos + System.nanoTime() - now);
+        events.onWorkerThreadTime(model.modelName(), model.modelVersion(), name, b.frontendNanos + System.nanoTime() - now);
     }
 
     private void onChunk(Frame f) throws IOException {

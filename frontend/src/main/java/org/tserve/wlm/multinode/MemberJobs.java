@@ -17,10 +17,11 @@ import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
 import org.tserve.util.Logging;
-import org.tserve.wlm.RankDescription;
-import org.tserve.wlm.RegisterRequest;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerState;
+import org.tserve.wlm.api.ClusterMember;
+import org.tserve.wlm.api.RankDescription;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.api.WorkerState;
 import org.tserve.wlm.registry.Model;
 import org.tserve.wlm.registry.ModelFactory;
 import org.tserve.wlm.supervision.WorkerScaler;
@@ -32,7 +33,7 @@ import org.tserve.wlm.supervision.WorkerThread;
  * devices, and one torchrun agent for the local ranks, which a worker in member mode loads and
  * holds. Nothing here serves requests: rank 0 on the leader drives every step.
  */
-public final class MemberJobs {
+public final class MemberJobs implements ClusterMember {
     private static final Logger LOG = Logging.logger(MemberJobs.class);
 
     /**
@@ -73,6 +74,7 @@ public final class MemberJobs {
     }
 
     /** True when this server was started as a member ({@code cluster_leader} / {@code --member-of}). */
+    @Override
     public boolean enabled() {
         String leader = cfg.get("cluster_leader");
         return leader != null && !leader.isEmpty();
@@ -85,6 +87,7 @@ public final class MemberJobs {
      * @throws WlmException 400 bad spec or settings, 404 archive not here, 409 other version,
      *     507 not enough devices, 503 no ports
      */
+    @Override
     public JsonObject start(JsonObject spec) throws WlmException {
         String id = str(spec, "job");
         String url = str(spec, "url");
@@ -118,8 +121,7 @@ public final class MemberJobs {
                 watchdog.scheduleWithFixedDelay(this::watchLeaders, 500, 500, java.util.concurrent.TimeUnit.MILLISECONDS);
             }
         }
-        part.model.workers.add(part.worker);
-        part.worker.start();
+        scaler.start(part.model, part.worker);
         LOG.info("job " + id + ": node " + nodeRank + " of model " + part.model.name + " started for leader "
                 + part.leader);
         return describe(part);
@@ -167,6 +169,7 @@ public final class MemberJobs {
     }
 
     /** This node's part of job {@code id}. */
+    @Override
     public JsonObject state(String id) throws WlmException {
         Part p;
         synchronized (parts) {
@@ -208,6 +211,7 @@ public final class MemberJobs {
     }
 
     /** Every part on this node. */
+    @Override
     public JsonArray list() {
         JsonArray out = new JsonArray();
         synchronized (parts) {
@@ -217,6 +221,7 @@ public final class MemberJobs {
     }
 
     /** Stops job {@code id}'s part and waits for its ranks; null when there was none. */
+    @Override
     public JsonObject stop(String id) {
         Part p;
         synchronized (parts) {

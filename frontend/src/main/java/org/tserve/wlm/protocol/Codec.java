@@ -10,6 +10,9 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Part;
+import org.tserve.wlm.api.Response;
 
 /**
  * The frontend side of docs/protocol.md: frames are {@code length:u32 type:u8 batch_id:u32 body},

@@ -1,99 +1,54 @@
 package org.tserve.wlm.registry;
 
 import java.util.ArrayList;
-import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.LinkedBlockingDeque;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import org.tserve.archive.ModelArchive;
 import org.tserve.config.ModelSettings;
-import org.tserve.dist.TorchrunOptions;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerState;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.WlmException;
 import org.tserve.wlm.sequences.Sequences;
-import org.tserve.wlm.supervision.WorkerThread;
+import org.tserve.wlm.supervision.ServedModel;
+import org.tserve.wlm.supervision.Worker;
 
-/** One registered model version: its archive, settings, bounded job queue and workers. */
-public final class Model {
-    public final String name;
-    public final String version;
-    public final String handler;
-    public final String runtime;
+
+/**
+ * One registered model version: what its workers see ({@link ServedModel}: archive, settings, queue,
+ * workers) and what the registry adds: when and how it was registered, its stateful sequences,
+ * and taking jobs ({@link #enqueue}) until it is closed.
+ */
+public final class Model extends ServedModel {
     final boolean loadedAtStartup;
     /** When this version was registered (epoch ms; the OpenAI model list's {@code created}). */
     final long registeredAtMillis = System.currentTimeMillis();
-    private final ModelArchive archive;
-    private volatile ModelSettings settings;
-    public final LinkedBlockingDeque<Job> queue;
-    public final List<WorkerThread> workers = new CopyOnWriteArrayList<>();
     private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
     private boolean closed;
-    public final AtomicInteger gpuCounter = new AtomicInteger();
-    /** The validated parallelType/parallelLevel/torchrun settings (they never change once registered). */
-    public final TorchrunOptions dist;
     /** Open sequences of a stateful model (sequenceBatching). */
     public final Sequences sequences = new Sequences(this, System::currentTimeMillis);
 
     public Model(String name, String version, String handler, String runtime, ModelArchive archive, ModelSettings settings,
           boolean loadedAtStartup) {
-        this.name = name;
-        this.version = version;
-        this.handler = handler;
-        this.runtime = runtime;
-        this.archive = archive;
-        this.settings = settings;
-        this.dist = SettingsResolver.distributed(name, settings, new ArrayList<>());
+        super(name, version, handler, runtime, archive, settings, SettingsResolver.distributed(name, settings, new ArrayList<>()));
         this.loadedAtStartup = loadedAtStartup;
-        this.queue = new LinkedBlockingDeque<>(settings.jobQueueSize);
     }
 
-    /** True for a member node's part of a leader's job (never registered, serves no requests). */
-    private volatile boolean memberPart;
-
-    public void markMemberPart() {
-        memberPart = true;
-    }
-
-    public boolean isMemberPart() {
-        return memberPart;
-    }
-
-    public ModelArchive getArchive() {
-        return archive;
-    }
-
-    public ModelSettings getSettings() {
-        return settings;
-    }
-
-    public void setSettings(ModelSettings s) {
-        settings = s;
-    }
-
-    /**
-     * Whether INFERENCE frames (and a stateful model's SEQUENCE_END) go to every rank of a torchrun
-     * worker rather than rank 0 alone: a continuous-batching handler's rank 0 feeds the other ranks
-     * itself (its steps' commands).
-     */
-    public boolean inferenceToAllRanks() {
-        return dist.usesTorchrun() && dist.broadcastsInference() && !settings.joinsRunningBatch();
-    }
-
-    /** Workers that are not being stopped (they count for scaling and for accepting jobs). */
-    public List<WorkerThread> activeWorkers() {
-        List<WorkerThread> out = new ArrayList<>();
-        for (WorkerThread w : workers) {
-            if (!w.isStopping() && w.getState() != WorkerState.STOPPED) {
-                out.add(w);
-            }
+    /** A stateful model's sequences on {@code w} lose their state with its process. */
+    @Override
+    protected void workerEnded(Worker w, String why) {
+        if (getSettings().sequenceBatching) {
+            sequences.closeFor(w, why);
         }
-        return out;
+    }
+
+    /** Idle or overlong stateful sequences expire. */
+    @Override
+    protected void sweep() {
+        if (getSettings().sequenceBatching) {
+            sequences.expire();
+        }
     }
 
     /**
-     * Queues a job (or writes it to an idle worker at once, {@link WorkerThread#dispatchNow});
+     * Queues a job (or writes it to an idle worker at once, {@link Worker#dispatchNow});
      * 404 once unregistered, 503 with no worker or a full queue.
      */
     public void enqueue(Job job, String noWorkerKind) throws WlmException {
@@ -106,19 +61,19 @@ public final class Model {
                 throw new WlmException(503, "Model \"" + name + "\" has no worker to serve " + noWorkerKind
                         + " request. Please use scale workers API to add workers.");
             }
-            if (settings.sequenceBatching) {
+            if (getSettings().sequenceBatching) {
                 sequences.submit(job, activeWorkers());   // to its sequence's worker, in order
                 return;
             }
-            if (settings.useJobTicket && job.getKind() == Job.Kind.INFERENCE && !hasFreeWorker()) {
+            if (getSettings().useJobTicket && job.getKind() == Job.Kind.INFERENCE && !hasFreeWorker()) {
                 throw new WlmException(503, "Model \"" + name + "\" version " + version + " has no free worker for this "
                         + "request (useJobTicket: true answers instead of queueing). Retry later, or add workers.");
             }
-            if (settings.joinsRunningBatch()) {
+            if (getSettings().joinsRunningBatch()) {
                 job.onCancel(() -> queue.remove(job));
             }
             if (queue.isEmpty() && job.getKind() == Job.Kind.INFERENCE) {
-                for (WorkerThread w : workers) {   // an idle worker takes it from this thread: no hand-off
+                for (Worker w : workers()) {   // an idle worker takes it from this thread: no hand-off
                     if (w.dispatchNow(job)) {
                         return;
                     }
@@ -126,7 +81,7 @@ public final class Model {
             }
             if (!queue.offer(job)) {
                 throw new WlmException(503, "Model \"" + name + "\" version " + version + " has a full job queue ("
-                        + settings.jobQueueSize + " requests waiting). Retry later, or raise jobQueueSize or add workers.");
+                        + getSettings().jobQueueSize + " requests waiting). Retry later, or raise jobQueueSize or add workers.");
             }
         } finally {
             lock.readLock().unlock();
@@ -138,9 +93,9 @@ public final class Model {
      * workers' free batch slots hold outnumber those already queued for them.
      */
     private boolean hasFreeWorker() {
-        int perBatch = settings.joinsRunningBatch() ? 1 : settings.batchSize;
+        int perBatch = getSettings().joinsRunningBatch() ? 1 : getSettings().batchSize;
         long free = 0;
-        for (WorkerThread w : workers) {
+        for (Worker w : workers()) {
             free += (long) w.freeBatches() * perBatch;
         }
         return queue.size() < free;
@@ -154,17 +109,5 @@ public final class Model {
         } finally {
             lock.writeLock().unlock();
         }
-    }
-
-    /** Answers every queued job with an error (unregister, scale to zero, shutdown). */
-    public int failQueued(int status, String message) {
-        int n = 0;
-        Job j;
-        while ((j = queue.poll()) != null) {
-            if (j.fail(status, message)) {
-                n++;
-            }
-        }
-        return n;
     }
 }

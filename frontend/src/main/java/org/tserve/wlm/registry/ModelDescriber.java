@@ -10,13 +10,13 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import org.tserve.wlm.ModelDescription;
-import org.tserve.wlm.ModelList;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.ModelSummary;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerDescription;
-import org.tserve.wlm.supervision.WorkerThread;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.ModelList;
+import org.tserve.wlm.api.ModelSummary;
+import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.api.WorkerDescription;
+import org.tserve.wlm.supervision.Worker;
 
 /** Answers describe and list: registered versions with their workers' live state, and pages of model names. */
 public final class ModelDescriber {
@@ -34,19 +34,17 @@ public final class ModelDescriber {
         ModelRegistry.Selection sel = registry.select(name, version);
         List<ModelDescription> out = new ArrayList<>();
         // PING every worker first, then collect: the PONGs carry the pipeline stages (one wait in all)
-        Map<WorkerThread, CompletableFuture<String>> pongs = new LinkedHashMap<>();
+        Map<Worker, CompletableFuture<String>> pongs = new LinkedHashMap<>();
         for (Model m : sel.models()) {
-            for (WorkerThread w : m.workers) {
+            for (Worker w : m.workers()) {
                 pongs.put(w, w.ping());
             }
         }
         long pongDeadline = System.currentTimeMillis() + PONG_WAIT_MS;
         for (Model m : sel.models()) {
             List<WorkerDescription> ws = new ArrayList<>();
-            for (WorkerThread w : m.workers) {
-                ws.add(new WorkerDescription(w.getId(), w.getStartTime(), w.getState(), w.getMemoryUsage(), w.getPid(),
-                        w.getGpuId() >= 0, w.getGpuId(), w.getRanks(), awaitPong(pongs.get(w), pongDeadline),
-                        w.describeNodes() == null ? null : w.describeNodes().toString(), w.describeStartup()));
+            for (Worker w : m.workers()) {
+                ws.add(w.describe(awaitPong(pongs.get(w), pongDeadline)));
             }
             out.add(new ModelDescription(m.name, m.version, m.getArchive().getUrl(), m.runtime,
                     m.version.equals(sel.defaultVersion()), m.getSettings().copy(), m.loadedAtStartup, ws,

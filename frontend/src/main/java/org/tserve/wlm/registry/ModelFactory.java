@@ -11,8 +11,8 @@ import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
 import org.tserve.util.Logging;
-import org.tserve.wlm.RegisterRequest;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.WlmException;
 
 /** Builds a validated, not yet registered {@link Model} from a registration request and its archive. */
 public final class ModelFactory {

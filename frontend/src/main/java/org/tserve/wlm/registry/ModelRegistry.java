@@ -6,7 +6,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.WlmException;
 
 /** The registered model versions by name, and which version of each name is the default. */
 public final class ModelRegistry {

@@ -7,7 +7,7 @@ import org.tserve.config.ConfigException;
 import org.tserve.config.ConfigManager;
 import org.tserve.config.ModelSettings;
 import org.tserve.dist.TorchrunOptions;
-import org.tserve.wlm.RegisterRequest;
+import org.tserve.wlm.api.RegisterRequest;
 
 /**
  * Resolves a model version's settings, lowest priority first: config.properties defaults, its

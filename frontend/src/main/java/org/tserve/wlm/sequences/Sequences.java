@@ -15,13 +15,13 @@ import java.util.function.BiConsumer;
 import java.util.function.LongSupplier;
 import org.tserve.config.ModelSettings;
 import org.tserve.util.Ids;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.link.BackendLink;
 import org.tserve.wlm.protocol.FrameType;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.registry.Model;
-import org.tserve.wlm.supervision.BackendLink;
-import org.tserve.wlm.supervision.WorkerThread;
+import org.tserve.wlm.supervision.ServedModel;
+import org.tserve.wlm.supervision.Worker;
 
 /**
  * The open sequences of a stateful model (TorchServe's sequenceBatching). A sequence is pinned to
@@ -50,7 +50,7 @@ public final class Sequences {
     /** One open sequence. Guarded by the enclosing Sequences. */
     private static final class Sequence {
         final String id;
-        final WorkerThread worker;
+        final Worker worker;
         final ArrayDeque<Job> waiting = new ArrayDeque<>();
         final long opened;
         long lastActive;
@@ -60,7 +60,7 @@ public final class Sequences {
         boolean heldForEnd;
         boolean ending;
 
-        Sequence(String id, WorkerThread worker, long now) {
+        Sequence(String id, Worker worker, long now) {
             this.id = id;
             this.worker = worker;
             this.opened = now;
@@ -72,7 +72,7 @@ public final class Sequences {
         }
     }
 
-    private final Model model;
+    private final ServedModel model;
     private final LongSupplier millisClock;
     private final Map<String, Sequence> open = new LinkedHashMap<>();
     /** Ids closed by expiry or their worker's end, oldest first, with why: they answer 503. */
@@ -88,21 +88,21 @@ public final class Sequences {
     private final Set<String> endsInFlight = new HashSet<>();
 
     /** Writes SEQUENCE_END to a worker (tests pass their own). */
-    private final BiConsumer<WorkerThread, String> endWriter;
+    private final BiConsumer<Worker, String> endWriter;
 
-    public Sequences(Model model, LongSupplier millisClock) {
+    public Sequences(ServedModel model, LongSupplier millisClock) {
         this(model, millisClock, null);
     }
 
     /** @param endWriter writes SEQUENCE_END for (worker, sequence id); null: to the worker's link */
-    public Sequences(Model model, LongSupplier millisClock, BiConsumer<WorkerThread, String> endWriter) {
+    public Sequences(ServedModel model, LongSupplier millisClock, BiConsumer<Worker, String> endWriter) {
         this.model = model;
         this.millisClock = millisClock;
         this.endWriter = endWriter != null ? endWriter : this::writeEnd;
     }
 
     /** Routes {@code job} to its sequence's worker, or queues it behind the request running there. */
-    public synchronized void submit(Job job, List<WorkerThread> active) throws WlmException {
+    public synchronized void submit(Job job, List<? extends Worker> active) throws WlmException {
         ModelSettings s = model.getSettings();
         String id = job.header(ID);
         Sequence seq = id == null ? null : open.get(id);
@@ -227,7 +227,7 @@ public final class Sequences {
      * the worker is not serving (the state went with its process). It goes where the model's
      * INFERENCE frames go, so every rank that holds sequence state hears it.
      */
-    private void writeEnd(WorkerThread worker, String id) {
+    private void writeEnd(Worker worker, String id) {
         BackendLink c = worker.servingLink();
         if (c == null) {
             return;
@@ -251,10 +251,10 @@ public final class Sequences {
     }
 
     /** The worker with the fewest open sequences. */
-    private WorkerThread leastLoaded(List<WorkerThread> active) throws WlmException {
-        WorkerThread best = null;
+    private Worker leastLoaded(List<? extends Worker> active) throws WlmException {
+        Worker best = null;
         int bestCount = Integer.MAX_VALUE;
-        for (WorkerThread w : active) {
+        for (Worker w : active) {
             int n = 0;
             for (Sequence s : open.values()) {
                 n += s.worker == w ? 1 : 0;
@@ -299,7 +299,7 @@ public final class Sequences {
      * The worker's process ended: its sequences' state is gone, so they close; what waited for
      * them, and what sat in the worker's own queue, fails naming why.
      */
-    public void closeFor(WorkerThread worker, String why) {
+    public void closeFor(Worker worker, String why) {
         List<Job> lost = new ArrayList<>();
         worker.sequenceQueue().drainTo(lost);
         synchronized (this) {

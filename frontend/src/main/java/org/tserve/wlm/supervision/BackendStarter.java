@@ -7,9 +7,11 @@ import java.util.concurrent.TimeoutException;
 import java.util.function.BooleanSupplier;
 import org.tserve.config.ModelSettings;
 import org.tserve.wlm.batching.InFlightTable;
+import org.tserve.wlm.link.BackendLink;
+import org.tserve.wlm.link.BackendStatus;
+import org.tserve.wlm.link.RankConnection;
 import org.tserve.wlm.protocol.Frame;
 import org.tserve.wlm.protocol.FrameType;
-import org.tserve.wlm.registry.Model;
 
 /**
  * Brings a spawned backend to READY: connects to each rank's socket while the process lives, then
@@ -17,14 +19,14 @@ import org.tserve.wlm.registry.Model;
  * become a {@link WorkerFailure} whose message names the rank and carries the worker's last output.
  */
 final class BackendStarter {
-    private final Model model;
+    private final ServedModel model;
     private final String name;
     private final int gpuId;
     private final WorkerEnvironment env;
     private final RankGroup ranks;
     private final BooleanSupplier stopping;
 
-    BackendStarter(Model model, String name, int gpuId, WorkerEnvironment env, RankGroup ranks, BooleanSupplier stopping) {
+    BackendStarter(ServedModel model, String name, int gpuId, WorkerEnvironment env, RankGroup ranks, BooleanSupplier stopping) {
         this.model = model;
         this.name = name;
         this.gpuId = gpuId;

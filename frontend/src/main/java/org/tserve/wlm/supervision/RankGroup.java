@@ -7,7 +7,7 @@ import java.util.Arrays;
 import java.util.List;
 import org.tserve.dist.DeviceReservation;
 import org.tserve.dist.TorchrunOptions;
-import org.tserve.wlm.RankDescription;
+import org.tserve.wlm.api.RankDescription;
 
 /**
  * The ranks of one worker and what describe shows of them: pid (from each rank's LOADED answer),

@@ -18,7 +18,6 @@ import org.tserve.dist.DeviceReservation;
 import org.tserve.dist.TorchrunOptions;
 import org.tserve.util.BoundedLines;
 import org.tserve.util.Logging;
-import org.tserve.wlm.registry.Model;
 
 /**
  * One Python backend process ({@code python -m ts.model_service_worker}) or torchrun job: launch,
@@ -77,7 +76,7 @@ public final class WorkerProcess {
      * @param devices the worker's reserved devices (CUDA_VISIBLE_DEVICES), or null
      * @param rdzvPort the rendezvous port of a torchrun job (from initial_distribution_port)
      */
-    static WorkerProcess start(WorkerEnvironment env, Model model, int port, String workerName,
+    static WorkerProcess start(WorkerEnvironment env, ServedModel model, int port, String workerName,
                                DeviceReservation devices, int rdzvPort) throws IOException {
         return start(env, model, port, workerName, devices, rdzvPort, model.dist, null);
     }
@@ -86,7 +85,7 @@ public final class WorkerProcess {
      * As above, with the torchrun options of this node ({@link TorchrunOptions#forNode} for a job
      * across machines) and the run id every node of the job shares (null: the default one).
      */
-    static WorkerProcess start(WorkerEnvironment env, Model model, int port, String workerName,
+    static WorkerProcess start(WorkerEnvironment env, ServedModel model, int port, String workerName,
                                DeviceReservation devices, int rdzvPort, TorchrunOptions dist, String jobRunId)
             throws IOException {
         boolean torchrun = dist.usesTorchrun();

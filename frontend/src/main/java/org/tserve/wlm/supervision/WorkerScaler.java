@@ -16,20 +16,17 @@ import org.tserve.dist.InsufficientDevicesException;
 import org.tserve.dist.PortBlockAllocator;
 import org.tserve.dist.TorchrunOptions;
 import org.tserve.util.Logging;
-import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.StatusResult;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerState;
-import org.tserve.wlm.multinode.MemberClient;
-import org.tserve.wlm.registry.Model;
+import org.tserve.wlm.api.StatusResult;
+import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.api.WorkerState;
 
 /** Starts and stops the workers of models: their ports and devices, scaling, waiting for load and stop. */
 public final class WorkerScaler {
     // logs as ModelManager did before the split: same log lines, same --log-config level
     private static final Logger LOG = Logging.logger(WorkerScaler.class);
 
-    /** Given to every worker: it calls back (workerStopped, scheduler, metrics) through the facade. */
-    private final ModelManager owner;
+    /** Given to every worker: what it needs of the server (launch settings, timer, event listeners). */
+    private final WorkerContext ctx;
     private final ConfigManager cfg;
     private final AtomicInteger nextPort;
     /** The server's accelerators: each distributed worker holds parallelLevel of them. */
@@ -39,8 +36,8 @@ public final class WorkerScaler {
     /** Workers started and not yet stopped for good, over all models (for max_workers). */
     private int liveWorkers;
 
-    public WorkerScaler(ModelManager owner, ConfigManager cfg, DeviceAllocator devices, PortBlockAllocator distPorts) {
-        this.owner = owner;
+    public WorkerScaler(WorkerContext ctx, ConfigManager cfg, DeviceAllocator devices, PortBlockAllocator distPorts) {
+        this.ctx = ctx;
         this.cfg = cfg;
         this.nextPort = new AtomicInteger(cfg.getInt("initial_worker_port"));
         this.devices = devices;
@@ -51,31 +48,50 @@ public final class WorkerScaler {
      * Starts {@code n} workers, or none: every worker's ports and devices are reserved first, and
      * a request that does not fit is refused (507, naming how many devices are needed and free).
      */
-    public List<WorkerThread> addWorkers(Model model, int n) throws WlmException {
-        ModelSettings s = model.getSettings();
-        TorchrunOptions d = model.dist;
-        List<WorkerThread> out = new ArrayList<>();
-        synchronized (this) {
-            checkCaps(model.name, model.activeWorkers().size(), n, liveWorkers, cfg.getInt("max_workers_per_model"),
-                    cfg.getInt("max_workers"));
-            liveWorkers += n;
-        }
-        try {
-            for (int i = 0; i < n; i++) {
-                out.add(newWorker(model, s, d, i, n));
-            }
-        } catch (WlmException e) {
-            out.forEach(this::releaseResources);
+    public List<WorkerThread> addWorkers(ServedModel model, int n) throws WlmException {
+        // Under the model's lock, against stopAll: a caller that found the model before it was
+        // unregistered (a scale, a registration) must not add a worker after stopAll took its list
+        // of workers to stop, or that worker outlives the model (issue 43's storm).
+        synchronized (model) {
+            refuseRetired(model);
+            ModelSettings s = model.getSettings();
+            TorchrunOptions d = model.dist;
+            List<WorkerThread> out = new ArrayList<>();
             synchronized (this) {
-                liveWorkers -= n;
+                checkCaps(model.name, model.active().size(), n, liveWorkers, cfg.getInt("max_workers_per_model"),
+                        cfg.getInt("max_workers"));
+                liveWorkers += n;
             }
-            throw e;
+            try {
+                for (int i = 0; i < n; i++) {
+                    out.add(newWorker(model, s, d, i, n));
+                }
+            } catch (WlmException e) {
+                out.forEach(this::releaseResources);
+                synchronized (this) {
+                    liveWorkers -= n;
+                }
+                throw e;
+            }
+            for (WorkerThread w : out) {
+                start(model, w);
+            }
+            return out;
         }
-        for (WorkerThread w : out) {
-            model.workers.add(w);
-            w.start();
+    }
+
+    /** 404 for a model that was taken out of the registry: it gets no worker any more. Call with its lock held. */
+    private static void refuseRetired(ServedModel model) throws WlmException {
+        if (model.retired) {
+            throw new WlmException(404, "Model \"" + model.name + "\" version " + model.version
+                    + " was unregistered; no worker is started for it");
         }
-        return out;
+    }
+
+    /** Starts a worker made by {@link #newWorker} as one of {@code model}'s workers. */
+    public void start(ServedModel model, WorkerThread w) {
+        model.workers.add(w);
+        w.start();
     }
 
     /**
@@ -94,7 +110,7 @@ public final class WorkerScaler {
     }
 
     /** Worker {@code i} of {@code n}, its port(s) and devices reserved, not started. */
-    public WorkerThread newWorker(Model model, ModelSettings s, TorchrunOptions d, int i, int n) throws WlmException {
+    public WorkerThread newWorker(ServedModel model, ModelSettings s, TorchrunOptions d, int i, int n) throws WlmException {
         int port;
         int rdzv = 0;
         if (d.usesTorchrun()) {
@@ -109,7 +125,7 @@ public final class WorkerScaler {
             port = nextPort.getAndIncrement();
         }
         if (!d.isParallel()) {
-            return new WorkerThread(owner, model, port, gpuFor(model, s), null, 0);
+            return new WorkerThread(ctx, model, port, gpuFor(model, s), null, 0, w -> workerStopped(model, w));
         }
         DeviceReservation held = null;
         if ("gpu".equals(s.deviceType) && devices.total() > 0) {
@@ -124,7 +140,7 @@ public final class WorkerScaler {
             }
         }
         // gpuId 0: the first of the worker's own CUDA_VISIBLE_DEVICES (ranks use LOCAL_RANK)
-        WorkerThread w = new WorkerThread(owner, model, port, held == null ? -1 : 0, held, rdzv);
+        WorkerThread w = new WorkerThread(ctx, model, port, held == null ? -1 : 0, held, rdzv, t -> workerStopped(model, t));
         List<MemberClient> members = MemberClient.parse(cfg.get("cluster_members"), cfg.get("cluster_key"));
         if (d.usesTorchrun() && d.nnodes > 1 && !members.isEmpty() && !model.isMemberPart()) {
             if (members.size() < d.nnodes - 1) {
@@ -149,7 +165,7 @@ public final class WorkerScaler {
     }
 
     /** A plain worker's GPU: round robin over the model's deviceIds, else over all GPUs; -1 on CPU. */
-    private int gpuFor(Model model, ModelSettings s) {
+    private int gpuFor(ServedModel model, ModelSettings s) {
         int gpus = cfg.getNumberOfGpu();
         if (!"gpu".equals(s.deviceType) || gpus == 0) {
             return -1;
@@ -190,20 +206,22 @@ public final class WorkerScaler {
 
     /**
      * Scales {@code model} to at least {@code min} and at most {@code max} workers (see
-     * {@link ModelManager#scale}); a refused scale-up leaves its settings as they were.
+     * {@code ModelManager.scale}); a refused scale-up leaves its settings as they were, and a model
+     * already unregistered is refused (404).
      *
      * @param versionNamed whether the client named the version (the answer then repeats it)
      */
-    public StatusResult scale(Model model, boolean versionNamed, int min, int max, boolean synchronous) throws WlmException {
+    public StatusResult scale(ServedModel model, boolean versionNamed, int min, int max, boolean synchronous) throws WlmException {
         List<WorkerThread> added;
         List<WorkerThread> removed = new ArrayList<>();
         synchronized (model) {
+            refuseRetired(model);
             ModelSettings before = model.getSettings();
             ModelSettings s = before.copy();
             s.minWorkers = min;
             s.maxWorkers = max;
             model.setSettings(s);
-            List<WorkerThread> active = model.activeWorkers();
+            List<WorkerThread> active = model.active();
             try {
                 added = active.size() < min ? addWorkers(model, min - active.size()) : List.of();
             } catch (WlmException e) {
@@ -230,13 +248,20 @@ public final class WorkerScaler {
             throw new WlmException(e.getStatus(), "Failed to start workers for model " + model.name + " version: "
                     + model.version + ": " + e.getMessage());
         }
-        return new StatusResult(200, "Workers scaled to " + model.activeWorkers().size() + " for model: " + model.name
+        return new StatusResult(200, "Workers scaled to " + model.active().size() + " for model: " + model.name
                 + versionText);
     }
 
-    /** Stops every worker of {@code model} and waits for them (unregister, shutdown). */
-    public void stopAll(Model model) {
-        List<WorkerThread> ws = new ArrayList<>(model.workers);
+    /**
+     * Retires {@code model} (no worker is added to it after this) and stops every worker it has,
+     * waiting for them (unregister, failed registration, shutdown).
+     */
+    public void stopAll(ServedModel model) {
+        List<WorkerThread> ws;
+        synchronized (model) {   // from here on addWorkers refuses: ws is every worker the model will ever have
+            model.retired = true;
+            ws = new ArrayList<>(model.workers);
+        }
         for (WorkerThread w : ws) {
             w.stop();
         }
@@ -247,7 +272,7 @@ public final class WorkerScaler {
      * Waits up to unregister_model_timeout for stopping workers, killing the late ones; then
      * answers a scaled-to-zero model's queued jobs, as no worker will take them.
      */
-    public void awaitStopped(Model model, List<WorkerThread> workers) {
+    public void awaitStopped(ServedModel model, List<WorkerThread> workers) {
         long timeout = cfg.getInt("unregister_model_timeout") * 1000L;
         long deadline = System.currentTimeMillis() + timeout;
         for (WorkerThread w : workers) {
@@ -261,7 +286,7 @@ public final class WorkerScaler {
                 w.killNow();
             }
         }
-        if (model.activeWorkers().isEmpty() && model.getSettings().minWorkers == 0) {
+        if (model.active().isEmpty() && model.getSettings().minWorkers == 0) {
             int n = model.failQueued(503, "Model \"" + model.name + "\" was scaled to 0 workers before this request was "
                     + "served. Please use scale workers API to add workers.");
             if (n > 0) {
@@ -271,14 +296,14 @@ public final class WorkerScaler {
     }
 
     /** A worker thread has stopped for good: its resources go back, and a model left without workers fails its queue. */
-    public void workerStopped(Model model, WorkerThread w) {
+    public void workerStopped(ServedModel model, WorkerThread w) {
         if (model.workers.remove(w)) {
             synchronized (this) {
                 liveWorkers--;
             }
         }
         releaseResources(w);
-        if (model.activeWorkers().isEmpty() && !model.queue.isEmpty() && w.getState() == WorkerState.STOPPED
+        if (model.active().isEmpty() && !model.queue.isEmpty() && w.getState() == WorkerState.STOPPED
                 && !w.isStopping()) {
             model.failQueued(503, "Model \"" + model.name + "\" has no worker left (workers failed to recover)");
         }

@@ -6,25 +6,24 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import org.apache.logging.log4j.Logger;
 import org.apache.logging.log4j.ThreadContext;
 import org.tserve.config.Compatibility;
 import org.tserve.config.ModelSettings;
 import org.tserve.dist.DeviceReservation;
 import org.tserve.util.Logging;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.RankDescription;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.WorkerState;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.RankDescription;
+import org.tserve.wlm.api.WlmException;
+import org.tserve.wlm.api.WorkerDescription;
+import org.tserve.wlm.api.WorkerState;
 import org.tserve.wlm.batching.BatchWriter;
 import org.tserve.wlm.batching.InFlightBatch;
 import org.tserve.wlm.batching.InFlightTable;
 import org.tserve.wlm.batching.ResponseReader;
-import org.tserve.wlm.multinode.MemberClient;
-import org.tserve.wlm.multinode.NodeRole;
+import org.tserve.wlm.link.BackendLink;
 import org.tserve.wlm.protocol.FrameType;
-import org.tserve.wlm.registry.Model;
 
 /**
  * Supervises one backend (a worker process, or a torchrun job of several ranks), in the shape of
@@ -38,15 +37,17 @@ import org.tserve.wlm.registry.Model;
  * <p>Why past ~400 lines: the loop's verbs share one lifetime's state (process, link, state,
  * failure); split further, each class would reach back into the others' fields.
  */
-public final class WorkerThread {
+public final class WorkerThread implements Worker {
     private static final Logger LOG = Logging.logger(WorkerThread.class);
     /** How often the in-flight table is swept for batches past their responseTimeout. */
     static final long SWEEP_MILLIS = 100;
     /** A worker READY this long before it died restarts without delay ({@link RestartBackoff}). */
     static final long SERVED_LONG_ENOUGH_MILLIS = 10_000;
 
-    private final ModelManager manager;
-    private final Model model;
+    private final WorkerContext ctx;
+    /** Told once when the worker has stopped for good (its scaler frees its ports and devices). */
+    private final Consumer<WorkerThread> onStopped;
+    private final ServedModel model;
     private final int port;
     private final int gpuId;
     private final String name;
@@ -83,8 +84,10 @@ public final class WorkerThread {
     private record Lifetime(boolean loaded, String failure, int status) {
     }
 
-    public WorkerThread(ModelManager manager, Model model, int port, int gpuId, DeviceReservation devices, int rdzvPort) {
-        this.manager = manager;
+    public WorkerThread(WorkerContext ctx, ServedModel model, int port, int gpuId, DeviceReservation devices, int rdzvPort,
+                        Consumer<WorkerThread> onStopped) {
+        this.ctx = ctx;
+        this.onStopped = onStopped;
         this.model = model;
         this.port = port;
         this.gpuId = gpuId;
@@ -94,8 +97,8 @@ public final class WorkerThread {
         this.ranks = new RankGroup(model.dist, devices);
         this.sequenceQueue = new java.util.concurrent.LinkedBlockingDeque<>(model.getSettings().jobQueueSize);
         this.writer = new BatchWriter(model, port, inFlight, this::isStopping, sequenceQueue);
-        this.reader = new ResponseReader(manager, model, name, port, inFlight, this::isStopping,
-                writer::dispatchQueued);
+        this.reader = new ResponseReader(model, ctx.events(), name, port, inFlight, this::isStopping,
+                writer::dispatchQueued, ctx.maxResponseSize());
         this.role = new NodeRole(model, name, ranks);
     }
 
@@ -123,7 +126,7 @@ public final class WorkerThread {
     }
 
     /** The worker's name in logs and metrics: {@code W-<port>-<model>_<version>}. */
-    static String name(int port, Model model) {
+    static String name(int port, ServedModel model) {
         // one line whatever the model says: the name is in every thread name and log line of the worker
         return org.tserve.util.LogText.oneLine("W-" + port + "-" + model.name + "_" + model.version);
     }
@@ -142,6 +145,7 @@ public final class WorkerThread {
         return name;
     }
 
+    @Override
     public String getId() {
         return String.valueOf(port);
     }
@@ -150,10 +154,12 @@ public final class WorkerThread {
         return gpuId;
     }
 
+    @Override
     public WorkerState getState() {
         return state;
     }
 
+    @Override
     public boolean isStopping() {
         return stopping;
     }
@@ -178,16 +184,25 @@ public final class WorkerThread {
         return p == null || !p.isAlive() ? 0 : p.memoryUsage();
     }
 
+    @Override
+    public WorkerDescription describe(String pong) {
+        com.google.gson.JsonArray nodes = describeNodes();
+        return new WorkerDescription(getId(), getStartTime(), getState(), getMemoryUsage(), getPid(), getGpuId() >= 0,
+                getGpuId(), getRanks(), pong, nodes == null ? null : nodes.toString(), describeStartup());
+    }
+
     /** The ranks of a distributed worker (empty for a plain one). */
     public List<RankDescription> getRanks() {
         return ranks.describe();
     }
 
+    @Override
     public java.util.concurrent.BlockingDeque<Job> sequenceQueue() {
         return sequenceQueue;
     }
 
     /** The backend link while this worker serves, else null (a stateful model's SEQUENCE_END goes there). */
+    @Override
     public BackendLink servingLink() {
         BackendLink c = link;
         return c != null && c.alive() && state == WorkerState.READY ? c : null;
@@ -203,11 +218,13 @@ public final class WorkerThread {
     }
 
     /** See {@link BatchWriter#freeBatches}. */
+    @Override
     public int freeBatches() {
         return writer.freeBatches();
     }
 
     /** See {@link BatchWriter#dispatchNow}. */
+    @Override
     public boolean dispatchNow(Job job) {
         return writer.dispatchNow(job);
     }
@@ -216,6 +233,7 @@ public final class WorkerThread {
      * Asks the backend for its PONG (pipeline stages, pool pids: docs/protocol.md). Completes with
      * the PONG json, or with null when the worker is not serving; concurrent callers share one PING.
      */
+    @Override
     public CompletableFuture<String> ping() {
         BackendLink c = link;
         if (c == null || !c.alive() || state != WorkerState.READY) {
@@ -225,6 +243,7 @@ public final class WorkerThread {
     }
 
     /** Failed and not serving again yet: in restart backoff, or reloading after its first load ended. */
+    @Override
     public boolean isDown() {
         WorkerState s = state;
         return s == WorkerState.RESTARTING || s == WorkerState.STARTING && firstLoad.isDone();
@@ -247,7 +266,7 @@ public final class WorkerThread {
         t.setDaemon(true);
         // One periodic check per worker instead of a timer task per batch: scheduling one woke
         // the timer thread on every request.
-        sweeper = manager.scheduler().scheduleWithFixedDelay(this::sweepTimeouts, SWEEP_MILLIS, SWEEP_MILLIS,
+        sweeper = ctx.scheduler().scheduleWithFixedDelay(this::sweepTimeouts, SWEEP_MILLIS, SWEEP_MILLIS,
                 TimeUnit.MILLISECONDS);
         t.start();
         role.startWatcher(() -> process, () -> link, this::isStopping, stopped::isDone);
@@ -358,7 +377,7 @@ public final class WorkerThread {
         link = null;
         startup = new StartupTimeline(name);
         role.newRun();
-        process = WorkerProcess.start(manager.workerEnvironment(), model, port, name, devices, rdzvPort,
+        process = WorkerProcess.start(ctx.env(), model, port, name, devices, rdzvPort,
                 role.launchDist(), role.runId());
         role.lifetimeStarted();
     }
@@ -379,13 +398,13 @@ public final class WorkerThread {
     private BackendLink connectAndLoad() throws WorkerFailure, IOException, InterruptedException {
         ModelSettings s = model.getSettings();
         long deadline = System.currentTimeMillis() + s.startupTimeout * 1000L;
-        BackendStarter starter = new BackendStarter(model, name, gpuId, manager.workerEnvironment(), ranks,
+        BackendStarter starter = new BackendStarter(model, name, gpuId, ctx.env(), ranks,
                 this::isStopping);
         BackendLink c = starter.connect(process, port, deadline, s);
         StartupTimeline t = startup;
         t.connected();
         link = c;
-        reader.start(c, t);
+        reader.start(c, t::batchAnswered);
         starter.load(c, process, deadline, s);
         t.loaded(c.loadReplies.get(0).join().text());   // rank 0's LOADED: load() checked it arrived
         role.checkLeaderRanksFirst();
@@ -404,7 +423,7 @@ public final class WorkerThread {
         }
         LOG.info(name + ": model " + model.name + " version " + model.version + " loaded by worker pid "
                 + process.pid() + (restarts > 0 ? " after elastic restart " + restarts : " " + startup.ready()));
-        manager.workerLoaded(model, name, System.currentTimeMillis() - startTime);
+        ctx.events().onWorkerLoaded(model.name, model.version, name, System.currentTimeMillis() - startTime);
         firstLoad.complete(null);
     }
 
@@ -483,9 +502,7 @@ public final class WorkerThread {
                 LOG.warn(name + ": " + msg);
             }
         }
-        if (model.getSettings().sequenceBatching) {   // the handler's state for them is gone
-            model.sequences.closeFor(this, failure == null ? "stopped" : failure);
-        }
+        model.workerEnded(this, failure == null ? "stopped" : failure);   // e.g. the handler's sequence state is gone
         if (failure != null && !stopping) {
             WorkerLog.workerFailed(name, failure, exit, end.loaded());
         }
@@ -525,7 +542,7 @@ public final class WorkerThread {
         if (sw != null) {
             sw.cancel(false);
         }
-        manager.workerStopped(model, this);
+        onStopped.accept(this);
         stopped.complete(null);
     }
 
@@ -533,9 +550,7 @@ public final class WorkerThread {
 
     /** Answers 504 for every batch past its responseTimeout and restarts the backend that held it. */
     private void sweepTimeouts() {
-        if (model.getSettings().sequenceBatching) {
-            model.sequences.expire();
-        }
+        model.sweep();
         for (InFlightBatch b : inFlight.takeExpired()) {
             String msg = "Model \"" + model.name + "\" did not answer within its responseTimeout of " + b.timeoutSec
                     + " s; worker " + port + " is restarted";

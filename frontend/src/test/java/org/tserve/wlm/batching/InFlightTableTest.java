@@ -14,8 +14,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.Test;
 import org.tserve.wlm.CollectingResponder;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.Response;
 
 /** The in-flight table on a fake clock: ids, one sweep for timeouts, answered-once, requeue. */
 public class InFlightTableTest {

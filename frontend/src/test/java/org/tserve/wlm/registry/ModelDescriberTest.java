@@ -12,10 +12,10 @@ import org.junit.Rule;
 import org.junit.Test;
 import org.junit.rules.TemporaryFolder;
 import org.tserve.config.ModelSettings;
-import org.tserve.wlm.ModelDescription;
-import org.tserve.wlm.ModelList;
 import org.tserve.wlm.TestModels;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.ModelDescription;
+import org.tserve.wlm.api.ModelList;
+import org.tserve.wlm.api.WlmException;
 
 /** Describe and list over a registry of versions without workers. */
 public class ModelDescriberTest {

@@ -9,9 +9,9 @@ import org.junit.Rule;
 import org.junit.Test;
 import org.junit.rules.TemporaryFolder;
 import org.tserve.archive.ModelArchive;
-import org.tserve.wlm.RegisterRequest;
 import org.tserve.wlm.TestModels;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.WlmException;
 
 /** Which of request, manifest and configuration names a new model version, and what is refused. */
 public class ModelFactoryTest {

@@ -8,7 +8,7 @@ import static org.tserve.wlm.TestModels.model;
 
 import java.util.List;
 import org.junit.Test;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.WlmException;
 
 /** The version rules: first version is the default, the default is not removed from under others, rollback. */
 public class ModelRegistryTest {

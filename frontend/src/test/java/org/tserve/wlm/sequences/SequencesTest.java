@@ -15,14 +15,15 @@ import org.junit.Rule;
 import org.junit.Test;
 import org.junit.rules.TemporaryFolder;
 import org.tserve.config.ModelSettings;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.TestModels;
-import org.tserve.wlm.WlmException;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.WlmException;
 import org.tserve.wlm.registry.Model;
+import org.tserve.wlm.supervision.WorkerContext;
 import org.tserve.wlm.supervision.WorkerThread;
 
 /**
@@ -85,8 +86,9 @@ public class SequencesTest {
             told.add(id);
             duringEnd.run();
         });
-        workers = List.of(new WorkerThread(manager, m, 65520, -1, null, 0),
-                new WorkerThread(manager, m, 65521, -1, null, 0));
+        WorkerContext ctx = TestModels.workerContext(dir);
+        workers = List.of(new WorkerThread(ctx, m, 65520, -1, null, 0, w -> { }),
+                new WorkerThread(ctx, m, 65521, -1, null, 0, w -> { }));
     }
 
     private void stateful(int queuePerSequence, int maxSequences, boolean continuous) throws Exception {

@@ -8,7 +8,7 @@ import java.util.List;
 import java.util.Map;
 import org.junit.Test;
 import org.tserve.dist.TorchrunOptions;
-import org.tserve.wlm.RankDescription;
+import org.tserve.wlm.api.RankDescription;
 
 /** Rank bookkeeping: pids from LOADED, states, elastic restarts within max-restarts. */
 public class RankGroupTest {

@@ -17,7 +17,7 @@ import org.tserve.dist.DeviceAllocator;
 import org.tserve.dist.PortBlockAllocator;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.TestModels;
-import org.tserve.wlm.WlmException;
+import org.tserve.wlm.api.WlmException;
 import org.tserve.wlm.registry.Model;
 
 /**
@@ -41,7 +41,7 @@ public class WorkerScalerTest {
         manager = TestModels.manager(dir, cfg);
         devices = new DeviceAllocator(gpus);
         ports = new PortBlockAllocator(FIRST_PORT);
-        scaler = new WorkerScaler(manager, cfg, devices, ports);
+        scaler = new WorkerScaler(TestModels.workerContext(dir), cfg, devices, ports);
     }
 
     @After
@@ -84,7 +84,7 @@ public class WorkerScalerTest {
             assertEquals(507, e.getStatus());
             assertTrue(e.getMessage(), e.getMessage().startsWith("Cannot start worker 2 of 2 for model m (parallelLevel 2)"));
         }
-        assertTrue("no worker of a refused add is kept", m.workers.isEmpty());
+        assertTrue("no worker of a refused add is kept", m.workers().isEmpty());
         assertEquals("the first worker's devices are free again", 2, devices.free());
         assertTrue("both workers' port blocks are free again", allPortsFree());
     }
@@ -179,7 +179,7 @@ public class WorkerScalerTest {
         Path dir = tmp.getRoot().toPath();
         ConfigManager cfg = TestModels.config(dir, "max_workers_per_model=2\n");
         manager = TestModels.manager(dir, cfg);
-        scaler = new WorkerScaler(manager, cfg, new DeviceAllocator(0), new PortBlockAllocator(FIRST_PORT));
+        scaler = new WorkerScaler(TestModels.workerContext(dir), cfg, new DeviceAllocator(0), new PortBlockAllocator(FIRST_PORT));
         Model m = TestModels.model("m", "1.0", new ModelSettings());
         try {
             scaler.addWorkers(m, 3);
@@ -188,6 +188,35 @@ public class WorkerScalerTest {
             assertEquals(400, e.getStatus());
             assertTrue(e.getMessage(), e.getMessage().contains("max_workers_per_model"));
         }
-        assertTrue(m.workers.isEmpty());
+        assertTrue(m.workers().isEmpty());
+    }
+
+    /**
+     * The register/scale/unregister storm's leaked worker (issue 43), its interleaving forced: a
+     * scale (or a registration) that found the version before an unregister took it out of the
+     * registry reaches the scaler only after the unregister stopped "every" worker. It must start
+     * none: a worker added then is one that no model describes and no unregister stops.
+     */
+    @Test
+    public void aRetiredModelGetsNoNewWorker() throws Exception {
+        server(0);
+        Model m = TestModels.model("m", "1.0", new ModelSettings());
+        scaler.stopAll(m);   // the unregister's retirement: its workers (none) stopped
+        for (ThrowingAdd late : List.<ThrowingAdd>of(() -> scaler.scale(m, false, 1, 1, false),
+                () -> scaler.addWorkers(m, 1))) {
+            try {
+                late.run();
+                fail("a worker was started for an unregistered model");
+            } catch (WlmException e) {
+                assertEquals(404, e.getStatus());
+                assertTrue(e.getMessage(), e.getMessage().contains("was unregistered"));
+            }
+            assertTrue(m.workers().isEmpty());
+        }
+        assertEquals("the refused scale left the settings as they were", 0, m.getSettings().minWorkers);
+    }
+
+    private interface ThrowingAdd {
+        void run() throws WlmException;
     }
 }

@@ -22,14 +22,14 @@ import org.tserve.config.Arguments;
 import org.tserve.config.ConfigManager;
 import org.tserve.wlm.CollectingResponder;
 import org.tserve.wlm.FakeWorker;
-import org.tserve.wlm.Job;
-import org.tserve.wlm.JobResponder;
 import org.tserve.wlm.ModelManager;
-import org.tserve.wlm.RegisterRequest;
-import org.tserve.wlm.StatusResult;
-import org.tserve.wlm.protocol.Header;
-import org.tserve.wlm.protocol.Part;
-import org.tserve.wlm.protocol.Response;
+import org.tserve.wlm.api.Header;
+import org.tserve.wlm.api.Job;
+import org.tserve.wlm.api.JobResponder;
+import org.tserve.wlm.api.Part;
+import org.tserve.wlm.api.RegisterRequest;
+import org.tserve.wlm.api.Response;
+import org.tserve.wlm.api.StatusResult;
 
 /** The real worker thread against {@link FakeWorker}: pipelining, streaming, worker death. */
 public class WorkerThreadTest {
@@ -112,7 +112,7 @@ public class WorkerThreadTest {
     @Test
     public void aJobThatFindsTheWorkerIdleIsWrittenByTheSubmittingThread() throws Exception {
         start("stream", "batchSize: 1\nmaxBatchDelay: 100\n");
-        WorkerThread w = models.find("fake", null).workers.get(0);
+        WorkerThread w = (WorkerThread) models.find("fake", null).workers().get(0);
         // A job submitted in the instant between an answer and its permit's release goes through
         // the queue; sequential jobs soon find the worker idle.
         for (int i = 0; i < 200 && w.directDispatches() == 0; i++) {
@@ -137,7 +137,7 @@ public class WorkerThreadTest {
     @Test
     public void underLoadTheReaderWritesTheNextQueuedBatchItself() throws Exception {
         start("stream", "batchSize: 2\nmaxBatchDelay: 100\n");
-        WorkerThread w = models.find("fake", null).workers.get(0);
+        WorkerThread w = (WorkerThread) models.find("fake", null).workers().get(0);
         List<CollectingResponder> burst = new ArrayList<>();
         for (int round = 0; round < 20 && w.chainedDispatches() == 0; round++) {
             burst.clear();
@@ -160,7 +160,7 @@ public class WorkerThreadTest {
     public void largeBatchesAreLeftToTheWriterThread() throws Exception {
         // two 40 KB requests make a batch past what the reader may write without risking a block
         start("stream", "batchSize: 2\nmaxBatchDelay: 100\n");
-        WorkerThread w = models.find("fake", null).workers.get(0);
+        WorkerThread w = (WorkerThread) models.find("fake", null).workers().get(0);
         String big = "x".repeat(40 * 1024);
         List<CollectingResponder> burst = new ArrayList<>();
         for (int i = 0; i < 12; i++) {

@@ -1,5 +1,0 @@
-package org.tserve.wlm;
-
-/** The outcome of a management call: HTTP-style status and the message TorchServe would send. */
-public record StatusResult(int status, String message) {
-}
