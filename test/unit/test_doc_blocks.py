@@ -68,6 +68,8 @@ def test_the_counts_add_up() -> None:
     blocks = [b for page in doc_commands.doc_pages() for b in doc_commands.page_blocks(page)
               if b.language in doc_commands.SHELL + doc_commands.PYTHON]
     assert runnable + illustrative == len(blocks) and runnable > 0 and illustrative > 0
+    stated = f"({runnable} runnable, {illustrative} illustrative)"
+    assert stated in (REPO / "README.md").read_text(), f"the README's counts are out of date: {stated}"
 
 
 def test_the_index_links_every_page() -> None:
