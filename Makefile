@@ -98,11 +98,12 @@ demo: apt venv jar .venv/.installed
 # then the docs site (seconds; a broken link fails it).
 test: install lint typecheck test-java test-python docs
 
-# The inner loop: lint, the type check and the tests that start no server (not marked slow), in
-# test/unit and benchmarks/tests. Under 3 minutes here; `make test` stays what CI runs.
+# The inner loop: lint, the type check and the unit tests of test/unit and benchmarks/tests that
+# start no server, torchrun job, venv or long-running process (not marked slow), in two processes.
+# `make test` stays what CI runs.
 test-quick: install lint typecheck
-	@echo "== Unit tests"
-	@HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow" test/unit benchmarks/tests
+	@echo "== Unit tests (not slow)"
+	@HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -q -m "not slow" test/unit benchmarks/tests
 
 test-java: | apt
 	@echo "== Java tests"

@@ -132,6 +132,7 @@ def test_runs_of_one_cell_add_up() -> None:
     assert s["errors"] == 1 and s["client_cpu_share"] == 0.1
 
 
+@pytest.mark.slow  # runs the engine for seconds: left out of make test-quick
 def test_bare_loop_decodes_a_batch(tmp_path, monkeypatch) -> None:
     from ts.testing.tiny_llm import build_model, build_tokenizer
 
@@ -221,6 +222,7 @@ def test_the_engine_alone_runs_the_cells_closed_loop_and_counts_decode_tokens_on
     assert len(sent) > 3 and len(set(sent)) == len(sent)  # clients came back, each request once
 
 
+@pytest.mark.slow  # runs the engine for seconds: left out of make test-quick
 def test_the_engine_process_runs_the_closed_loop_from_another_process(tmp_path, monkeypatch) -> None:
     """The served engine in its engine process, driven by 3 closed-loop clients: finished clients
     come back (more requests than clients), decode tokens are counted, and nothing is left running
