@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import LOUD, PEER, ROWS, _fmt, _get, _ratio
+from benchmarks.report import LOUD, PEER, ROWS, _fmt, _get, _ratio, pipeline_ideal, pipeline_rows
 
 DOCS_RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
@@ -53,21 +53,16 @@ def ratio_table(results: dict[str, Any], sections: tuple[str, ...]) -> list[str]
 
 def pool_table(results: dict[str, Any]) -> list[str]:
     """The preprocess pool: tserve with and without a pool beside TorchServe and LitServe."""
-    srv = results.get("servers", {})
     ms = results.get("settings", {}).get("pipeline_ms", 20.0)
-    rows = [("tserve, preprocessWorkers 0", 0, _get(srv, "tserve", "pipeline", "w0", "rps")),
-            ("tserve, preprocessWorkers 1", 1, _get(srv, "tserve", "pipeline", "w1", "rps")),
-            ("TorchServe 0.12 (quiet log4j2)", 0, _get(srv, PEER, "pipeline", "w0", "rps")),
-            ("LitServe 0.2.19", 0, _get(srv, "litserve", "pipeline", "w0", "rps"))]
+    rows = pipeline_rows(results)
     if all(v is None for _, _, v in rows):
         return []
     peer = rows[2][2]
+    names = ["tserve, preprocessWorkers 0", "tserve, preprocessWorkers 1", "TorchServe 0.12 (quiet log4j2)", "LitServe 0.2.19"]
     lines = [f"| server (batch 8, P = I = {ms:g} ms, c32) | req/s | of ideal | / TorchServe |", "|---|---|---|---|"]
-    for name, pool, rps in rows:
-        if rps is None:
-            continue
-        ideal = 8 / ((max(ms / pool, ms) if pool else 2 * ms) / 1000.0)
-        lines.append(f"| {name} | {_fmt(rps)} | {rps / ideal:.2f} | {_fmt(_ratio(rps, peer))} |")
+    for name, (_, pool, rps) in zip(names, rows, strict=True):
+        if rps is not None:
+            lines.append(f"| {name} | {_fmt(rps)} | {rps / pipeline_ideal(ms, pool):.2f} | {_fmt(_ratio(rps, peer))} |")
     return lines
 
 
