@@ -2,7 +2,7 @@
 
     bash benchmarks/run.sh --only llm --duration 10
 
-One model for both: the tiny Llama of ``benchmarks/tiny_llm.py`` made bigger (hidden 256, 4 layers,
+One model for both: the tiny Llama of ``ts/testing/tiny_llm.py`` made bigger (hidden 256, 4 layers,
 seeded weights, the same locally trained tokenizer), saved once with ``save_pretrained`` and
 archived twice, so both servers load the identical files. tserve serves it with its built-in
 LLM handler (``examples/llm/handler.py`` and ``model-config.yaml``: ``continuousBatching``,
@@ -86,7 +86,7 @@ INCONCLUSIVE = 1.05  # a fraction of the bound above this says the bound was mea
 
 def prompt_list(n: int = N_PROMPTS, seed: int = SEED) -> list[tuple[str, int]]:
     """``n`` (prompt, max_new_tokens) pairs: runs of 1-48 words of the tokenizer's corpus."""
-    from benchmarks.tiny_llm import CORPUS
+    from ts.testing.tiny_llm import CORPUS
 
     words = CORPUS.split()
     rng = random.Random(seed)
@@ -333,7 +333,7 @@ def post(port: int, body: bytes) -> tuple[int, bytes]:
 
 def build_model_dir(work: Path) -> Path:
     """The benchmark's model and tokenizer, saved once for both servers' archives."""
-    from benchmarks.tiny_llm import build_model, build_tokenizer
+    from ts.testing.tiny_llm import build_model, build_tokenizer
 
     folder = work / "llm-model"
     tokenizer = build_tokenizer()

@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 python -m benchmarks.llm_constrained --rounds 5
 
-The benchmark's tiny Llama (benchmarks/tiny_llm.py, hidden 256, 4 layers) generates a batch of
+The benchmark's tiny Llama (ts/testing/tiny_llm.py, hidden 256, 4 layers) generates a batch of
 sequences in-process with the ``GenerationEngine`` (no server: the difference is the grammar's
 per-step mask, which the server adds nothing to), sampled at temperature 1 with seeds, each run
 with a fixed number of tokens (``ignore_eos``: a finished JSON object is followed by EOS tokens,
@@ -19,9 +19,9 @@ import time
 
 import torch
 
-from benchmarks.tiny_llm import build_model, build_tokenizer
 from ts.llm.engine import GenerationEngine, SamplingParams
 from ts.llm.structured import grammar_from_response_format
+from ts.testing.tiny_llm import build_model, build_tokenizer
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 150},

@@ -42,7 +42,7 @@ BOUND_STEPS = 40
 
 
 def build(device: str) -> tuple[Any, Any]:
-    from benchmarks.tiny_llm import build_model, build_tokenizer
+    from ts.testing.tiny_llm import build_model, build_tokenizer
 
     tok = build_tokenizer()
     model = build_model(tok, seed=SEED, hidden_size=HIDDEN, num_layers=LAYERS, max_position_embeddings=512)
@@ -139,7 +139,7 @@ def mix(tok: Any) -> Iterator[tuple[list[int], int]]:
 
 
 def shared_prefix_work(tok: Any) -> list[tuple[list[int], int]]:
-    from benchmarks.tiny_llm import CORPUS
+    from ts.testing.tiny_llm import CORPUS
 
     words = CORPUS.split()
     system = tok(" ".join(words * 4))["input_ids"][:SYSTEM_TOKENS]

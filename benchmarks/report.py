@@ -157,13 +157,24 @@ def _compat(srv: dict[str, Any]) -> list[str]:
             f"tserve's model_archiver's: {peer or '–'}.", ""]
 
 
-def _pipeline(results: dict[str, Any]) -> list[str]:
+def pipeline_rows(results: dict[str, Any]) -> list[tuple[str, int, Any]]:
+    """The pipeline scenario's (server, pool processes, req/s): tserve without and with a pool,
+    TorchServe (quiet), LitServe; the third is the peer the others are compared with."""
     srv = results.get("servers", {})
-    ms = results.get("settings", {}).get("pipeline_ms", 20.0)
-    rows = [("tserve", 0, _get(srv, "tserve", "pipeline", "w0", "rps")),
+    return [("tserve", 0, _get(srv, "tserve", "pipeline", "w0", "rps")),
             ("tserve", 1, _get(srv, "tserve", "pipeline", "w1", "rps")),
             ("TorchServe (quiet)", 0, _get(srv, PEER, "pipeline", "w0", "rps")),
             ("LitServe 0.2.19", 0, _get(srv, "litserve", "pipeline", "w0", "rps"))]
+
+
+def pipeline_ideal(ms: float, pool: int) -> float:
+    """req/s of batch 8 at P = I = ms: 8 / (P + I) without a pool, 8 / max(P/N, I) with N processes."""
+    return 8 / ((max(ms / pool, ms) if pool else 2 * ms) / 1000.0)
+
+
+def _pipeline(results: dict[str, Any]) -> list[str]:
+    ms = results.get("settings", {}).get("pipeline_ms", 20.0)
+    rows = pipeline_rows(results)
     if all(v is None for _, _, v in rows):
         return []
     peer = rows[2][2]
@@ -178,7 +189,7 @@ def _pipeline(results: dict[str, Any]) -> list[str]:
     for name, n, v in rows:
         if v is None:
             continue
-        ideal = 8 / ((max(ms / n, ms) if n else ms + ms) / 1000.0)
+        ideal = pipeline_ideal(ms, n)
         frac = v / ideal
         mark = (" (met)" if frac >= 0.85 else " (**below 0.85**)") if n else ""
         shown_n = n if name == "tserve" else "– (no pool)"

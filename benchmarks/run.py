@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import loadgen, models, report, scenarios, servers
+from benchmarks import headline, loadgen, models, report, scenarios, servers
 from benchmarks.scenarios import Settings
 
 ALL = ("echo", "bound", "startup", "lifecycle", "pipeline", "limit")
@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="pipeline scenario: P = I = this many ms per batch (default 20)")
     ap.add_argument("--no-wrk", action="store_true", help="skip the wrk second opinion")
     ap.add_argument("--out", default=str(servers.BENCH), help="where results go (.bench/)")
+    ap.add_argument("--docs-results", default=str(headline.DOCS_RESULTS),
+                    help="where the headline tables of docs/benchmarks.md go, one file per scenario run "
+                    "(default docs/results/)")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
     unknown = only - set(ALL + EXTRA)
@@ -100,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     st = Settings(duration_s=args.duration, use_wrk=not args.no_wrk, pipeline_ms=args.pipeline_ms)
     results: dict[str, Any] = {"machine": machine(), "settings": vars(st), "servers": {},
                                "tserve_build": snapshot,
-                               "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]])}
+                               "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]]),
+                               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     t0 = time.monotonic()
     out_dir = Path(args.out).resolve()
     print("Building archives (tserve: project archiver; TorchServe: torch-model-archiver "
@@ -205,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     print(f"Results: {out_dir / 'results.json'}, {out_dir / 'results.md'} "
           f"({results['wall_s']} s)")
+    for path in headline.write(results, Path(args.docs_results)):
+        print(f"Headline table: {path}")
     return 0
 
 

@@ -132,8 +132,9 @@ def test_runs_of_one_cell_add_up() -> None:
     assert s["errors"] == 1 and s["client_cpu_share"] == 0.1
 
 
+@pytest.mark.slow  # runs the engine for seconds: left out of make test-quick
 def test_bare_loop_decodes_a_batch(tmp_path, monkeypatch) -> None:
-    from benchmarks.tiny_llm import build_model, build_tokenizer
+    from ts.testing.tiny_llm import build_model, build_tokenizer
 
     # loading a model makes torch create its inductor cache dir: keep it in tmp_path
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
@@ -199,7 +200,8 @@ def test_the_engine_alone_runs_the_cells_closed_loop_and_counts_decode_tokens_on
     """The paged engine under a closed loop of 3 clients with a tiny model: every step decodes at
     most the clients' rows, finished clients come back (more requests than clients), and the
     decode rate is the decode rows over the time not prefilling."""
-    from benchmarks import llm_alone, tiny_llm
+    from benchmarks import llm_alone
+    from ts.testing import tiny_llm
 
     tok = tiny_llm.build_tokenizer()
     model = tiny_llm.build_model(tok)
@@ -220,11 +222,12 @@ def test_the_engine_alone_runs_the_cells_closed_loop_and_counts_decode_tokens_on
     assert len(sent) > 3 and len(set(sent)) == len(sent)  # clients came back, each request once
 
 
+@pytest.mark.slow  # runs the engine for seconds: left out of make test-quick
 def test_the_engine_process_runs_the_closed_loop_from_another_process(tmp_path, monkeypatch) -> None:
     """The served engine in its engine process, driven by 3 closed-loop clients: finished clients
     come back (more requests than clients), decode tokens are counted, and nothing is left running
     in the engine process afterwards; close() ends it."""
-    from benchmarks import tiny_llm
+    from ts.testing import tiny_llm
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     tok = tiny_llm.build_tokenizer()

@@ -3,7 +3,7 @@
 Usage: python examples/llm/build_mar.py --export-path model_store
 
 Nothing is downloaded: the model is made from a LlamaConfig and the tokenizer is a byte-level BPE
-trained on a built-in text (benchmarks/tiny_llm.py). Its output is gibberish, but every token is the one
+trained on a built-in text (ts/testing/tiny_llm.py). Its output is gibberish, but every token is the one
 Hugging Face's own generate would pick, which is what the tests check.
 """
 
@@ -19,8 +19,8 @@ HERE = Path(__file__).resolve().parent
 def build(export_path: Path, model_name: str = "tiny_llm", seed: int = 0,
           config_file: Path | None = None) -> Path:
     """Write ``<export_path>/<model_name>.mar``; return its path."""
-    from benchmarks.tiny_llm import build_model, build_tokenizer
     from model_archiver import ModelArchiver, ModelArchiverConfig
+    from ts.testing.tiny_llm import build_model, build_tokenizer
 
     export_path.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tiny-llm-") as tmp:

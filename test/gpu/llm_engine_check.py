@@ -41,9 +41,9 @@ def _worst_margin(model, prompt: list[int], generated: list[int], device: str) -
 def main() -> int:
     import torch
 
-    from benchmarks.tiny_llm import build_model, build_tokenizer
     from ts.llm.engine import GenerationEngine, SamplingParams
     from ts.llm.paged.engine import PagedEngine
+    from ts.testing.tiny_llm import build_model, build_tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")

@@ -23,7 +23,7 @@ if "${PY}" -c 'import vllm' 2>/dev/null; then
 import json, sys
 from pathlib import Path
 from ts.context import Context
-from benchmarks.tiny_llm import build_model, build_tokenizer
+from ts.testing.tiny_llm import build_model, build_tokenizer
 from ts.torch_handler.vllm_handler import VLLMHandler
 work = Path(sys.argv[1])
 tok = build_tokenizer()

@@ -1,28 +1,24 @@
-"""Every shell block of the pages below runs as written (see doc_commands for how ports are
-kept private), and prints what the page says it prints."""
+"""Every runnable block of the pages below runs as written (see doc_commands for how ports are
+kept private, and for the blocks marked illustrative), and prints what the page says it prints."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 import harness
-from doc_commands import DocRun, squeezed
+from doc_commands import run_page, squeezed
 
 pytestmark = pytest.mark.slow
 
 DOCS = harness.REPO / "docs"
-LARGE = harness.REPO / "examples" / "large_models"
+EXAMPLES = harness.REPO / "examples"
+LARGE = EXAMPLES / "large_models"
+TINY_LLM = "python examples/llm/build_mar.py --export-path model_store >/dev/null\n"
 HELLO_IDS = '"generated_ids":[211,132,53,215,138,211,10,197]'
-
-
-def run_page(tmp_path: Path, page: Path, timeout: float = 600, **kw: object):
-    doc = DocRun(tmp_path)
-    result = doc.run(doc.script(page, **kw), timeout)
-    assert result.returncode == 0, f"{page.name}:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
-    assert "TorchServe has stopped." in result.stdout
-    return doc, result
 
 
 def test_batching_page(tmp_path: Path) -> None:
@@ -34,8 +30,7 @@ def test_batching_page(tmp_path: Path) -> None:
 
 
 def test_pipelines_page(tmp_path: Path) -> None:
-    # the last block is a benchmark against TorchServe 0.12, which benchmarks/run.sh installs
-    _, result = run_page(tmp_path, DOCS / "pipelines.md", skip=("server_bench.py",))
+    _, result = run_page(tmp_path, DOCS / "pipelines.md")
     out = squeezed(result.stdout)
     assert '"preprocessWorkers":2' in out and '"postprocessInPool":true' in out
     assert out.count(":0.") >= 1 and "registeredwith1initialworkers" in out   # a top-k of class probabilities
@@ -73,3 +68,32 @@ def test_large_model_pages(tmp_path: Path, page: str) -> None:
     if page == "README.md":
         assert "matches the unsplit model" in result.stdout
         assert '"generated_ids":[139,130,84,128]' in out and '"logits":[' in out
+
+
+def test_llm_page(tmp_path: Path) -> None:
+    # the page's calls name the model "llm" (the OpenAI section) and "tiny_llm" (the generate routes)
+    served = TINY_LLM + ("torchserve --start --ncs --disable-token-auth --model-store model_store "
+                         "--models llm=tiny_llm.mar tiny_llm=tiny_llm.mar\n")
+    _, result = run_page(tmp_path, DOCS / "llm.md", timeout=900, setup=served, teardown="torchserve --stop\n")
+    out = squeezed(result.stdout)
+    assert '"object":"list"' in out and '"id":"llm"' in out  # GET /v1/models
+    assert 'data:[DONE]' in out                              # the streamed chat completion
+    assert '"text_output"' in out                            # generate_stream's events
+
+
+def test_llm_example_page(tmp_path: Path) -> None:
+    _, result = run_page(tmp_path, EXAMPLES / "llm" / "README.md", timeout=900)
+    out = squeezed(result.stdout)
+    assert '"finish_reason":"length"' in out and '"completion_tokens":16' in out
+    assert '"object":"chat.completion.chunk"' in out and 'data:[DONE]' in out
+    assert "\"suffix='!'isnotsupportedbythisserver(only\\\"\\\")\",\"type\":\"invalid_request_error\",\"param\":\"suffix\"" in out
+
+
+def test_pipeline_example_page(tmp_path: Path) -> None:
+    _, result = run_page(tmp_path, EXAMPLES / "pipeline" / "README.md", timeout=900)
+    decoder, answers, end = json.JSONDecoder(), [], 0
+    for start in (m.start() for m in re.finditer(r"^[\[{]", result.stdout, re.M)):
+        if start >= end:  # a JSON answer the server indented over several lines
+            answer, end = decoder.raw_decode(result.stdout, start)
+            answers.append(answer)
+    assert len(answers) == 2 and all(answers), result.stdout  # one answer per model

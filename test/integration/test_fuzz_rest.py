@@ -10,9 +10,9 @@ timeout (a hang). At the end the server still answers /ping and has logged no es
 
 Each port gets schemathesis' coverage phase (boundary and invalid values for every parameter and
 body, derived from the description: the same cases every run), then TSERVE_FUZZ_CASES random
-cases (default 300) spread over all operations, then stateful sequences, all seeded by
-TSERVE_FUZZ_SEED (default 16): about 1370 requests in all. ``TSERVE_FUZZ_CASES=5000`` is the longer
-run (docs/reliability.md).
+cases spread over all operations, then stateful sequences, all seeded by TSERVE_FUZZ_SEED (default
+16). The random cases are the soak-like part: 100 in `make test` (reduced), 300 with TSERVE_SOAK=1
+(about 1370 requests in all); ``TSERVE_FUZZ_CASES=5000`` is the longer run (docs/reliability.md).
 
 Management operations run for real: registrations (from the model store only: allowed_urls
 admits nothing else), scaling (capped by max_workers_per_model and max_workers, so fuzzed worker
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow
 HANDLERS = Path(__file__).resolve().parent / "handlers"
 PORTS = ("inference", "management", "metrics")
 # cases over all three ports (spread over their operations), and the seed that makes them reproducible
-CASES = int(os.environ.get("TSERVE_FUZZ_CASES", "300"))
+CASES = int(os.environ.get("TSERVE_FUZZ_CASES", harness.soak(300, 100)))
 SEED = int(os.environ.get("TSERVE_FUZZ_SEED", "16"))
 # an answer slower than this is a hang (the slowest legitimate one starts a worker: about 5 s here)
 REQUEST_TIMEOUT_S = 30
@@ -201,6 +201,7 @@ def examples(server: harness.Server) -> int:
     return max(1, CASES // operations)
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("port", PORTS)
 def test_fuzz(server: harness.Server, examples: int, port: str) -> None:
     t0 = time.monotonic()

@@ -28,7 +28,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_serves_a_local_model_folder_until_sigterm(tmp_path: Path) -> None:
-    from benchmarks.tiny_llm import build_model, build_tokenizer
+    from ts.testing.tiny_llm import build_model, build_tokenizer
 
     tok = build_tokenizer()
     build_model(tok).save_pretrained(tmp_path / "tiny")

@@ -29,7 +29,7 @@ LOGPROB_TOLERANCE = 1e-4  # float32 log_softmax of the same logits in another ba
 @pytest.fixture(scope="module")
 def local():
     """The served model and tokenizer, rebuilt here (same seed) to compute what the server must give."""
-    from benchmarks.tiny_llm import build_model, build_tokenizer
+    from ts.testing.tiny_llm import build_model, build_tokenizer
 
     tok = build_tokenizer()
     return build_model(tok), tok

@@ -13,7 +13,7 @@ import pytest
 import requests
 from llm_support import conversation_texts, generate, greedy_texts, llm_server
 
-from benchmarks.tiny_llm import build_model, build_tokenizer
+from ts.testing.tiny_llm import build_model, build_tokenizer
 
 pytestmark = pytest.mark.slow
 

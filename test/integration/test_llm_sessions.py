@@ -43,7 +43,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def reference_model():
-    from benchmarks.tiny_llm import build_model, build_tokenizer
+    from ts.testing.tiny_llm import build_model, build_tokenizer
 
     tok = build_tokenizer()
     return tok, build_model(tok)

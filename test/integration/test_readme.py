@@ -1,4 +1,5 @@
-"""Every command the README shows is run here: the quick-start demo and the serve-your-own-model block."""
+"""Every command the README shows is run here: the quick-start demo, then each "Pick your path" block as a
+user would type it, on free ports (doc_commands)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import harness
+from doc_commands import run_page, squeezed
 
 pytestmark = pytest.mark.slow
 README = harness.REPO / "README.md"
@@ -49,15 +51,14 @@ def test_demo_prints_a_prediction(tmp_path: Path) -> None:
     assert 0 < sum(prediction.values()) <= 1.0001  # top-5 probabilities of a softmax
 
 
-def test_serve_your_own_model_block(tmp_path: Path) -> None:
-    env, config = private_env(tmp_path)
-    work = tmp_path / "work"
-    work.mkdir()
-    for name in ("examples", ".venv"):
-        (work / name).symlink_to(harness.REPO / name)
-    script = readme_block("Serve your own model").replace("http://127.0.0.1:8080", config["inference_address"])
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    scores = json.loads(result.stdout[result.stdout.index("{") : result.stdout.index("}") + 1])
+def test_readme_paths(tmp_path: Path) -> None:
+    """Moving from TorchServe, serving an LLM (openai client, streaming, structured output, metrics), a
+    model across devices: each block in order; the Kubernetes block is illustrative (a cluster)."""
+    _, result = run_page(tmp_path, README, timeout=900)
+    out = result.stdout
+    scores = json.loads(out[out.index("{") : out.index("}") + 1])  # the migrated sentiment model
     assert scores["positive"] > scores["negative"]
-    assert "TorchServe has stopped." in result.stdout
+    structured = next(line for line in out.splitlines() if line.startswith('{"answer"'))
+    assert isinstance(json.loads(structured)["answer"], int)
+    assert re.search(r'^llm_generation_tokens_total\{.*model_name="tiny_llm".*\} [1-9]', out, re.M), out
+    assert '"generated_ids":[211,132,53,215,138,211,10,197]' in squeezed(out)  # the tp example's answer

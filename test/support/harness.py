@@ -29,6 +29,13 @@ alive = process_tree.process_alive
 # Where a Server without a `workdir` makes its own; the repository's conftest.py sets it to a folder
 # among pytest's tmp_path folders (kept for the last three runs, like them). None: the system TMPDIR.
 WORK_ROOT: Path | None = None
+# Soak-like cases (marked `soak`) run a reduced form in `make test` and in full with TSERVE_SOAK=1.
+SOAK = os.environ.get("TSERVE_SOAK") == "1"
+
+
+def soak(full: Any, reduced: Any) -> Any:
+    """The size of a soak-like case: `full` with TSERVE_SOAK=1, else `reduced` (what CI runs)."""
+    return full if SOAK else reduced
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.05, what: str = "condition") -> Any:

@@ -3,7 +3,7 @@
     torchrun --nproc-per-node N test/support/llm_pipeline_ranks.py --layers L --new-tokens T \\
         --max-batch-size B --max-tokens-per-step S [--paged-blocks K --block-size Z] --output out.json PROMPT...
 
-Every rank builds the same tiny Llama (benchmarks/tiny_llm.py, seeded), keeps its own stage and runs
+Every rank builds the same tiny Llama (ts/testing/tiny_llm.py, seeded), keeps its own stage and runs
 the same batch through ``PipelineEngine.generate_all`` (``PagedPipelineEngine`` with
 ``--paged-blocks``: a pool of K blocks of Z tokens on every stage): the same commands on every
 rank, as the coordinator gives them in the server. Rank 0 writes each prompt's generated token ids and
@@ -21,9 +21,9 @@ import time
 import torch
 import torch.distributed as dist
 
-from benchmarks.tiny_llm import build_model, build_tokenizer
 from ts.llm.engine import SamplingParams
 from ts.llm.pipeline_parallel import PagedPipelineEngine, PipelineEngine, PipelineStage
+from ts.testing.tiny_llm import build_model, build_tokenizer
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Shared fixtures of the LLM tests: the tiny Llama and its local tokenizer (benchmarks/tiny_llm.py).
+"""Shared fixtures of the LLM tests: the tiny Llama and its local tokenizer (ts/testing/tiny_llm.py).
 
 Import the fixture functions into a test module (pytest finds them by their ``name``):
 ``from llm_support import model_fixture, one_thread_fixture, tok_fixture  # noqa: F401``.
@@ -18,7 +18,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks.tiny_llm import build_model, build_tokenizer  # noqa: E402
+from ts.testing.tiny_llm import build_model, build_tokenizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

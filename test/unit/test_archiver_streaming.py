@@ -70,6 +70,7 @@ def check_progress(stderr: str, total: int) -> None:
     assert done == sorted(done) and done[-1] == total // MB
 
 
+@pytest.mark.slow  # writes a multi-GB checkpoint: left out of make test-quick
 def test_multi_gb_checkpoint_streams_with_progress(tmp_path: Path) -> None:
     # zip-store: the format for big weights; past 2 GiB it also needs zip64.
     size = 2 * GB + 12345

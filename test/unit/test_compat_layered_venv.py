@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds venvs: left out of make test-quick
+
 SCRIPT = Path(__file__).resolve().parents[1] / "compat" / "layered_venv.sh"
 TORCH = pytest.importorskip("torch").__version__.split("+")[0]
 

@@ -1,7 +1,7 @@
 """The continuous-batching engine (ts/llm/engine.py) against Hugging Face's own generate.
 
 The model is a 2-layer Llama built from a config with seeded random weights and the tokenizer a
-byte-level BPE trained locally (benchmarks/tiny_llm.py): no downloads. The weights use init std 0.2
+byte-level BPE trained locally (ts/testing/tiny_llm.py): no downloads. The weights use init std 0.2
 instead of Hugging Face's 0.02 so the logits are spread out: with near-flat logits a greedy argmax
 could be decided by float rounding, which differs between batch layouts. The comparison itself
 is exact (equality of token ids), never a tolerance.
@@ -276,7 +276,7 @@ def test_generate_all_reports_refusals(model, tok):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_greedy_equals_generate_on_cuda(tok):
-    from benchmarks.tiny_llm import build_model
+    from ts.testing.tiny_llm import build_model
 
     model = build_model(tok).to("cuda")
     ids = [tok(p)["input_ids"] for p in PROMPTS]

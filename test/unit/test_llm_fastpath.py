@@ -1,7 +1,7 @@
 """The engine's fast forward (ts/llm/fastpath) against Hugging Face's own generate, per family.
 
 Each supported family (Llama, Mistral without a sliding window, Qwen2 with its q/k/v biases) is
-built tiny from a config with seeded random weights (init std 0.2, as benchmarks/tiny_llm.py explains);
+built tiny from a config with seeded random weights (init std 0.2, as ts/testing/tiny_llm.py explains);
 greedy tokens through the engine on the fast path must equal ``generate`` run alone for each
 prompt, exactly, with mixed prompt lengths, sequences joining and leaving, a prompt prefilled in
 chunks, a cache that grows past its first columns, and a cancel.

@@ -4,7 +4,7 @@ sequences are preempted and recomputed, prompts sharing a 200-token prefix), wit
 invariants checked after every step: no block is lost, and a block is shared between live
 sequences only when it is a cached prefix. The fast forward's decode rows read the pool through the
 native kernel (``native.py``) where it builds, else through the block gather; the correctness tests
-run both (``attention``). The tiny Llama of benchmarks/tiny_llm.py, no downloads.
+run both (``attention``). The tiny Llama of ts/testing/tiny_llm.py, no downloads.
 """
 
 from __future__ import annotations

@@ -107,6 +107,7 @@ def test_metrics_recorded_in_the_pool_reach_the_metrics_frame(pooled):
     assert ("PredictionTime", None) in names
 
 
+@pytest.mark.slow  # starts a worker and its own pool: left out of make test-quick
 def test_each_batch_gets_its_own_inference_metrics(tmp_path):
     """Batch 1 finishes (pooled postprocess, 0.3 s) while batch 2's inference has recorded a
     metric it drains only later: the metric belongs to batch 2's METRICS frame, not batch 1's."""
@@ -171,6 +172,7 @@ def test_idle_pool_process_killed_externally_is_replaced(pooled):
     assert [result(pooled, bid)[0].status for bid in (803, 804, 805)] == [200, 200, 200]
 
 
+@pytest.mark.slow  # starts a worker and its own pool: left out of make test-quick
 def test_postprocess_in_pool(tmp_path):
     d = model_dir_for(tmp_path, "pool_handler.py")
     with WorkerProcess() as w:
@@ -191,6 +193,7 @@ def test_postprocess_in_pool(tmp_path):
     ("fn_pool.py", "is a module-level function, but preprocessWorkers=1 needs a handler class"),
     ("custom_handle.py", "overrides handle()"),
 ])
+@pytest.mark.slow  # starts a worker and its own pool: left out of make test-quick
 def test_load_refuses_handlers_the_pool_cannot_run(tmp_path, handler, needle):
     d = model_dir_for(tmp_path, handler)
     with WorkerProcess() as w:
@@ -230,6 +233,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow  # starts a worker and its own pool: left out of make test-quick
 def test_pool_processes_exit_when_the_worker_is_killed(tmp_path):
     d = model_dir_for(tmp_path, "pool_handler.py")
     with WorkerProcess() as w:

@@ -17,6 +17,8 @@ from ts.protocol import codec
 from ts.protocol.client import WorkerProcess
 from ts.protocol.codec import FrameType, Part, Request
 
+pytestmark = pytest.mark.slow  # builds both examples and runs their pools: left out of make test-quick
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "pipeline"
 
 

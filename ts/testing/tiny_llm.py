@@ -53,7 +53,8 @@ def build_tokenizer(vocab_size: int = 600, chat_template: str = CHAT_TEMPLATE) -
     bos = tok.token_to_id("<s>")
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
-    return PreTrainedTokenizerFast(
+    fast: Any = PreTrainedTokenizerFast  # untyped constructor
+    return fast(
         tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
         unk_token="<unk>", chat_template=chat_template,
         additional_special_tokens=SPECIAL_TOKENS[4:])
@@ -84,6 +85,7 @@ def build_model(tokenizer: Any = None, *, seed: int = 0, vocab_size: int | None 
         max_position_embeddings=max_position_embeddings, initializer_range=weight_scale,
         tie_word_embeddings=False, **special)
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).to(torch.float32)
+    model: Any = LlamaForCausalLM(config)
+    model = model.to(torch.float32)
     model.eval()
     return model

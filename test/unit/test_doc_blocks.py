@@ -1,0 +1,80 @@
+"""Documentation as tests, the bookkeeping: every shell and Python block of README.md, docs/ and examples/
+is run by the test its page is registered with (doc_commands.EXECUTED_PAGES) or marked illustrative;
+every fence names its language; every relative link outside the docs site leads to a file.
+
+The blocks themselves run in test_readme.py and test_doc_commands.py; the docs site's own links are
+checked by `make docs` (mkdocs --strict)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import doc_commands
+import harness
+
+REPO = harness.REPO
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def where(page: Path, block: doc_commands.Block) -> str:
+    return f"{page.relative_to(REPO)}:{block.line}"
+
+
+def test_every_fence_names_its_language() -> None:
+    bare = [where(page, b) for page in doc_commands.doc_pages() for b in doc_commands.page_blocks(page) if not b.language]
+    assert not bare, f"fences without a language (bash, python, text for output, ...): {bare}"
+
+
+def test_every_runnable_block_is_run_by_a_test_or_marked_illustrative() -> None:
+    unrun = [where(page, b) for page in doc_commands.doc_pages() for b in doc_commands.page_blocks(page)
+             if b.runnable and str(page.relative_to(REPO)) not in doc_commands.EXECUTED_PAGES]
+    assert not unrun, ("these blocks run on no test: add their page to doc_commands.EXECUTED_PAGES with a test "
+                       f"that runs it, or put <!-- illustrative: why --> on the line above the fence: {unrun}")
+
+
+def test_each_registered_page_exists_and_its_test_does() -> None:
+    for page, test in doc_commands.EXECUTED_PAGES.items():
+        assert (REPO / page).is_file(), page
+        path, name = test.split("::")
+        tree = ast.parse((REPO / path).read_text())
+        assert name in {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}, test
+        assert any(b.runnable for b in doc_commands.page_blocks(REPO / page)), f"{page} has nothing to run"
+
+
+def test_an_illustrative_mark_counts_only_for_the_fence_right_below_it(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- illustrative: a cluster -->\n```bash\nkubectl get pods\n```\n\n<!-- illustrative -->\n\n"
+                    "text\n```bash\necho run\n```\n```text\noutput\n```\n```\nbare\n```\n")
+    found = doc_commands.page_blocks(page)
+    assert [(b.language, b.illustrative, b.runnable, b.line) for b in found] == [
+        ("bash", True, False, 2), ("bash", False, True, 9), ("text", False, False, 12), ("", False, False, 15)]
+
+
+def test_relative_links_outside_the_docs_site_lead_to_files() -> None:
+    """README.md and the examples' READMEs are not part of the mkdocs build, which checks docs/."""
+    broken = []
+    for page in [REPO / "README.md", *sorted((REPO / "examples").rglob("README.md"))]:
+        for target in LINK.findall(page.read_text()):
+            path = target.split("#", 1)[0]
+            if path and "://" not in path and not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(REPO)}: {target}")
+    assert not broken, broken
+
+
+def test_the_counts_add_up() -> None:
+    runnable, illustrative = doc_commands.counts()
+    blocks = [b for page in doc_commands.doc_pages() for b in doc_commands.page_blocks(page)
+              if b.language in doc_commands.SHELL + doc_commands.PYTHON]
+    assert runnable + illustrative == len(blocks) and runnable > 0 and illustrative > 0
+    stated = f"({runnable} runnable, {illustrative} illustrative)"
+    assert stated in (REPO / "README.md").read_text(), f"the README's counts are out of date: {stated}"
+
+
+def test_the_index_links_every_page() -> None:
+    index = (REPO / "docs" / "index.md").read_text()
+    linked = {target.split("#", 1)[0] for target in LINK.findall(index)}
+    pages = {str(p.relative_to(REPO / "docs")) for p in (REPO / "docs").rglob("*.md")}
+    tables = {p for p in pages if p.startswith("results/")}  # included by benchmarks.md, not pages of their own
+    assert pages - tables - {"index.md"} <= linked, sorted(pages - tables - {"index.md"} - linked)
