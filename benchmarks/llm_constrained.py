@@ -20,8 +20,9 @@ import time
 import torch
 
 from benchmarks.tiny_llm import build_model, build_tokenizer
-from ts.llm.engine import GenerationEngine, SamplingParams
-from ts.llm.structured import grammar_from_response_format
+from ts.llm.api.structured import grammar_from_response_format
+from ts.llm.engine.generation import GenerationEngine
+from ts.llm.params import SamplingParams
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 150},

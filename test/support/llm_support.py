@@ -75,7 +75,7 @@ def reference(model, ids: list[int], n: int, eos: int | list[int] | None = None)
 
 
 def conversation_texts(tok, model, prompts: list[str], n: int) -> list[str]:
-    """Each turn's greedy text given the whole conversation before it (ts/llm/sessions.py): the
+    """Each turn's greedy text given the whole conversation before it (ts/llm/handler/sessions.py): the
     earlier turns' prompt and generated ids, then the turn's own prompt ids."""
     history: list[int] = []
     out = []

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from ts.context import Context, RequestProcessor
-from ts.llm import fields
-from ts.llm.engine import LLMRequestError
+from ts.llm.api import fields
+from ts.llm.params import LLMRequestError
 from ts.model_loader import wrap_envelope
 from ts.protocol.codec import Part, Request
 from ts.service import decode_batch, decode_value

@@ -78,7 +78,7 @@ class SamplingParams:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False
-    # logits processors (ts/llm/sampling.py), OpenAI's / vLLM's semantics
+    # logits processors (ts/llm/engine/sampling.py), OpenAI's / vLLM's semantics
     presence_penalty: float = 0.0      # subtracted once from every token already generated
     frequency_penalty: float = 0.0     # subtracted per occurrence in the output
     repetition_penalty: float = 1.0    # divides positive (multiplies negative) logits of prompt + output tokens
@@ -87,7 +87,7 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     logit_bias: dict[int, float] = field(default_factory=dict)
     logprobs: int | None = None        # None: off; k: the chosen token's log-probability and the k most likely
-    grammar: str | None = None         # structured output: an llguidance grammar (ts/llm/structured.py)
+    grammar: str | None = None         # structured output: an llguidance grammar (ts/llm/api/structured.py)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SamplingParams:

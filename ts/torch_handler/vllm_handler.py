@@ -5,7 +5,7 @@ Archives made for TorchServe's vLLM example (``--handler vllm_handler``, model-c
 already schedules sequences step by step, so this handler only maps tserve's hooks onto it:
 ``add_request`` → ``engine.add_request``, ``step`` → ``engine.step``, ``cancel`` →
 ``engine.abort_request``. Requests and answers use the same three forms as ``llm_handler``
-(TorchServe style, OpenAI completions and chat completions: ``ts/llm/api.py``).
+(TorchServe style, OpenAI completions and chat completions: ``ts/llm/api/request.py``).
 
 vLLM needs a CUDA GPU and is not a tserve dependency: without it, loading fails with a message
 saying how to install it, or to use ``llm_handler`` (Hugging Face models on any device).
@@ -18,10 +18,9 @@ from typing import Any
 
 from ts.context import Context
 from ts.handler_utils.distributed.config import ModelConfigError, section
-from ts.llm.api import LLMEvent, LLMRequest, error_event
-from ts.llm.engine import LLMRequestError
-from ts.llm.handler_settings import DEFAULT_MAX_NEW_TOKENS, find_model_dir
-from ts.llm.params import SequenceUpdate, TokenLogprob
+from ts.llm.api.request import LLMEvent, LLMRequest, error_event
+from ts.llm.handler.settings import DEFAULT_MAX_NEW_TOKENS, find_model_dir
+from ts.llm.params import LLMRequestError, SequenceUpdate, TokenLogprob
 from ts.torch_handler.base_handler import BaseHandler
 
 logger = logging.getLogger(__name__)
