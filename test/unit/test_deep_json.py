@@ -34,7 +34,7 @@ def test_service_forwards_the_bytes_of_too_deep_json(body: bytes) -> None:
 @pytest.mark.parametrize("kind", [fields.TS, "chat"])
 def test_llm_bodies_nested_too_deeply_are_400(kind: str) -> None:
     with pytest.raises(LLMRequestError, match="nested too deeply") as err:
-        fields.load_body(DEEP, kind)
+        fields.load_body(DEEP, kind == fields.TS)
     assert err.value.status == 400
 
 

@@ -27,6 +27,7 @@ from ts.handler_utils.distributed.config import ModelConfigError, section, valid
 from ts.handler_utils.distributed.coordinator import RankCoordinator
 from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
 from ts.llm.api.fields import CHAT, COMPLETIONS, GENERATE, TS
+from ts.llm.api.forms import parse_request
 from ts.llm.api.request import JSON_TYPE, LLMEvent, LLMRequest, error_event
 from ts.llm.engine.choice import build_engine, wants_engine_process
 from ts.llm.engine.contract import Engine, generate_all
@@ -167,14 +168,14 @@ class LLMHandler(BaseHandler):
             self.llm_metrics.prefix_cache(hit_rate)
 
     def _parse(self, request_id: str, body: Any, headers: dict[str, str] | None) -> LLMRequest:
-        req = LLMRequest.parse(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
+        req = parse_request(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
                                default_max_new_tokens=self._max_new_tokens(),
                                chat_template=self.settings.get("chat_template"),
                                strict=bool(self.settings.get("strict_fields", False)))
         if self.conversations.enabled and len(req.choices) > 1:
             exc = LLMRequestError(400, "a stateful sequence (sequenceBatching) takes one prompt and one choice per "
                                   "turn: drop n / best_of / the list of prompts", param="n", code="invalid_value")
-            error_event(request_id, exc, req.kind)
+            req.error_event(exc)
             raise exc
         return req
 
@@ -193,7 +194,7 @@ class LLMHandler(BaseHandler):
             self.engine.add_all(groups, req.params)
         except LLMRequestError as exc:
             self.conversations.finished(request_id, completed=False)
-            error_event(request_id, exc, req.kind)  # sets exc.body in the request's form
+            req.error_event(exc)  # sets exc.body in the request's form
             raise
         self._requests[request_id] = req
         self._owner.update((seq_id, request_id) for seq_id in req.choices)
@@ -236,7 +237,7 @@ class LLMHandler(BaseHandler):
         (``ts/pipeline/continuous.py``); None with the engine in this process."""
         return self.engine.waited_on()
 
-    def _replay(self, payload: dict[str, Any]) -> list[Any]:
+    def _replay(self, payload: dict[str, Any]) -> list[SequenceUpdate]:
         """A follower rank: rank 0's adds and cancels since the last step, then the same step (its
         collectives line up with rank 0's; the same seed keeps sampling identical)."""
         try:
@@ -276,10 +277,11 @@ class LLMHandler(BaseHandler):
         payload = {"commands": self._commands, "seed": int(torch.randint(0, 2**62, (1,)).item())}
         self._commands = []
 
-        def local(p: dict[str, Any]) -> list[Any]:
+        def local(p: dict[str, Any]) -> list[SequenceUpdate]:
             torch.manual_seed(p["seed"])
             return self.engine.step()
-        return self.coordinator.run(payload, local)
+        updates: list[SequenceUpdate] = self.coordinator.run(payload, local)
+        return updates
 
     def close(self) -> None:
         """The worker is stopping: rank 0 releases the other ranks' step loop."""
@@ -310,7 +312,7 @@ class LLMHandler(BaseHandler):
             if self.coordinator is not None or isinstance(exc, EngineProcessLost):
                 self._broken = err  # the ranks are out of step, or the engine is gone: the worker leaves
                 self._engine_gone = isinstance(exc, EngineProcessLost)
-            events: list[LLMEvent] = [error_event(rid, LLMRequestError(status, err, code="engine_error"), req.kind)
+            events: list[LLMEvent] = [req.error_event(LLMRequestError(status, err, code="engine_error"))
                       for rid, req in self._requests.items()]
             for rid in self._requests:
                 self.conversations.finished(rid, completed=False)
@@ -321,9 +323,9 @@ class LLMHandler(BaseHandler):
         events = []
         generated: dict[str, int] = {}
         for u in updates:
-            rid = self._owner.get(u.seq_id)
-            req = self._requests.get(rid) if rid is not None else None
-            if rid is None or req is None:  # cancelled: the caller already knows
+            rid = self._owner.get(u.seq_id, "")
+            req = self._requests.get(rid)
+            if req is None:  # cancelled: the caller already knows
                 continue
             if u.error is not None:  # the engine process refused the request
                 events.append(self._refused_later(rid, req, u.error))
@@ -355,7 +357,7 @@ class LLMHandler(BaseHandler):
             self.engine.cancel(seq_id)  # the others of a request with several prompts
         self.conversations.finished(request_id, completed=False)
         self.llm_metrics.finished(request_id, "error")
-        return error_event(request_id, error, req.kind)
+        return req.error_event(error)
 
     def end_sequence(self, sequence_id: str) -> None:
         """The frontend closed a stateful sequence (SEQUENCE_END): its conversation is forgotten
@@ -382,12 +384,12 @@ class LLMHandler(BaseHandler):
     def handle(self, data: list[dict[str, Any]], context: Context) -> list[Any]:
         self.context = context
         results: list[Any] = [None] * len(data)
-        batch = []
+        batch: list[tuple[str, list[int], SamplingParams]] = []
         forks: dict[str, list[str]] = {}
         parsed: dict[str, tuple[int, LLMRequest]] = {}
         for idx, row in enumerate(data):
             key = f"{context.get_request_id(idx) or 'request'}#{idx}"
-            body = row
+            body: Any = row
             if isinstance(row, dict) and ("data" in row or "body" in row):
                 body = row.get("data") if row.get("data") is not None else row.get("body")
             headers = {}
@@ -412,7 +414,7 @@ class LLMHandler(BaseHandler):
             self.conversations.generated(key, first.token_ids)
             self.conversations.finished(key, completed=error is None and first.finish_reason in COMPLETED)
             if error is not None:
-                error_event(key, error, req.kind)
+                req.error_event(error)
                 results[idx] = self._refuse(context, idx, error)
                 continue
             results[idx] = req.whole_answer(mine)

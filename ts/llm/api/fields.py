@@ -1,6 +1,7 @@
-"""The LLM handler's request fields: which form a request is in (the ``x-tserve-openai`` header),
-its JSON body loaded and checked field by field, the prompt's token ids and the sampling settings.
-Every bad field is a 400 ``LLMRequestError`` naming it (``ts/llm/api/request.py`` formats the answers).
+"""The request fields every form shares: the JSON body loaded and checked field by field, the
+prompt's token ids (a string, ids, chat messages through the template) and the sampling settings.
+Every bad field is a 400 ``LLMRequestError`` naming it. Which fields a form accepts, and what it
+does with them, is that form's request class (``torchserve.py``, ``openai.py``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ import logging
 import sys
 from typing import Any
 
-from ts.llm.api.structured import grammar_from_response_format
-from ts.llm.params import MAX_LOGPROBS, LLMRequestError, SamplingParams
+from ts.llm.params import REQUEST_SETTINGS, LLMRequestError, SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -19,47 +19,30 @@ OPENAI_HEADER = "x-tserve-openai"
 # Set by the frontend on gRPC StreamPredictions/StreamPredictions2: the client reads a stream, so
 # "stream" defaults to true there.
 STREAM_HINT_HEADER = "x-tserve-stream"
+# the forms (``LLMRequest.kind``): the header's values, "torchserve" without it
 TS, COMPLETIONS, CHAT, GENERATE = "torchserve", "completions", "chat.completions", "generate"
+
+
 def bad(param: str | None, message: str, code: str = "invalid_value") -> LLMRequestError:
     return LLMRequestError(400, message, param=param, code=code)
 
 
 # ---------------------------------------------------------------------- request fields
 # Accepted OpenAI fields that tserve does not implement: only these values pass.
-_DEFAULT_ONLY: dict[str, tuple[Any, ...]] = {
-    "suffix": ("",), "best_of": (1,),
-}
-_IGNORED = {"user", "store", "metadata", "service_tier", "parallel_tool_calls"}
-# SamplingParams fields a request may set by name (TorchServe form, OpenAI forms, generate's parameters)
-_SAMPLING = {"temperature", "top_p", "top_k", "seed", "stop", "ignore_eos", "presence_penalty", "frequency_penalty",
-             "repetition_penalty", "min_p", "min_tokens", "stop_token_ids", "logit_bias"}
-_FIELDS = {
-    TS: {"prompt", "max_new_tokens", "stream"} | _SAMPLING,
-    COMPLETIONS: {"model", "prompt", "max_tokens", "stream", "stream_options", "n", "best_of", "echo",
-                  "suffix", "logprobs", "response_format"} | _SAMPLING | _IGNORED,
-    CHAT: {"model", "messages", "max_tokens", "max_completion_tokens", "stream", "stream_options", "n",
-           "logprobs", "top_logprobs", "response_format", "tools", "tool_choice"} | _SAMPLING | _IGNORED,
-}
-_GENERATE_PARAMETERS = {"max_tokens", "max_new_tokens", "best_of"} | _SAMPLING
-_CHAT_ROLES = {"system", "developer", "user", "assistant", "tool"}
+DEFAULT_ONLY: dict[str, tuple[Any, ...]] = {"suffix": ("",)}
+IGNORED = frozenset({"user", "store", "metadata", "service_tier", "parallel_tool_calls"})
+# SamplingParams fields a request may set by name (every form): declared there (``setting``)
+SAMPLING = REQUEST_SETTINGS
+CHAT_ROLES = {"system", "developer", "user", "assistant", "tool"}
 
 
 def header(headers: dict[str, str] | None, name: str) -> str | None:
     return next((v for k, v in (headers or {}).items() if k.lower() == name), None)
 
 
-def request_kind(headers: dict[str, str] | None) -> str:
-    value = header(headers, OPENAI_HEADER)
-    if value in (None, ""):
-        return TS
-    value = str(value).strip().lower()
-    if value not in (COMPLETIONS, CHAT, GENERATE):
-        raise bad(None, f"header {OPENAI_HEADER}: {value!r} is none of 'completions', 'chat.completions', "
-                   "'generate'")
-    return value
-
-
-def load_body(body: Any, kind: str) -> dict[str, Any]:
+def load_body(body: Any, plain_text_prompt: bool) -> dict[str, Any]:
+    """The body as a JSON object; ``plain_text_prompt`` (the TorchServe form): a body that is not
+    JSON, or a JSON string, is the prompt."""
     if isinstance(body, (bytes, bytearray, memoryview)):
         try:
             body = bytes(body).decode("utf-8")
@@ -69,68 +52,40 @@ def load_body(body: Any, kind: str) -> dict[str, Any]:
         try:
             body = json.loads(body)
         except json.JSONDecodeError:
-            if kind != TS:
+            if not plain_text_prompt:
                 raise bad(None, "the request body is not valid JSON") from None
             return {"prompt": body}  # TorchServe style: a plain-text prompt
         except RecursionError:
             raise bad(None, "the request body is JSON nested too deeply to decode "
                       f"(Python's recursion limit {sys.getrecursionlimit()}); flatten it") from None
-        if isinstance(body, str) and kind == TS:
+        if isinstance(body, str) and plain_text_prompt:
             return {"prompt": body}
     if not isinstance(body, dict):
         raise bad(None, f"the request body must be a JSON object, got {type(body).__name__}")
     return body
 
 
-def from_generate(obj: dict[str, Any]) -> dict[str, Any]:
-    """An OIP generate request as the TorchServe form: ``text_input`` is the prompt, the
-    ``parameters`` the sampling fields (``max_tokens`` = ``max_new_tokens``)."""
-    for key in obj:
-        if key not in ("text_input", "parameters"):
-            raise LLMRequestError(400, f"unknown field {key!r}; generate accepts text_input and parameters",
-                                  param=key, code="unknown_parameter")
-    text = obj.get("text_input")
-    if not isinstance(text, str) or not text:
-        raise bad("text_input", "text_input must be a non-empty string" if text is not None else
-                   "text_input is required")
-    params = obj.get("parameters") or {}
-    if not isinstance(params, dict):
-        raise bad("parameters", f"parameters must be an object, got {params!r}")
-    for key, value in params.items():
-        if key not in _GENERATE_PARAMETERS:
-            raise LLMRequestError(400, f"unknown parameter {key!r}; generate's parameters may be: "
-                                  f"{', '.join(sorted(_GENERATE_PARAMETERS))}", param=key, code="unknown_parameter")
-        allowed = _DEFAULT_ONLY.get(key)
-        if allowed is not None and value is not None and value not in allowed:
-            raise bad(key, f"{key}={value!r} is not supported by this server (only "
-                       f"{' or '.join(json.dumps(a) for a in allowed)})", code="unsupported_value")
-    out = {"prompt": text, **{k: params[k] for k in _SAMPLING if k in params}}
-    max_new = params.get("max_new_tokens", params.get("max_tokens"))
-    if max_new is not None:
-        out["max_new_tokens"] = max_new
-    return out
+def check_default_only(key: str, value: Any) -> None:
+    """A field tserve accepts but does not implement: only its default value passes."""
+    allowed = DEFAULT_ONLY.get(key)
+    if allowed is not None and value is not None and value not in allowed:
+        raise bad(key, f"{key}={value!r} is not supported by this server (only "
+                  f"{' or '.join(json.dumps(a) for a in allowed)})", code="unsupported_value")
 
 
-def check_fields(obj: dict[str, Any], kind: str, strict: bool = True) -> list[str]:
-    """Refuse a supported field's unsupported value; an unknown field is refused when ``strict``
-    (always in the TorchServe form), else dropped from ``obj`` and returned (vLLM ignores them
-    with a warning)."""
-    known = _FIELDS[kind]
+def check_fields(obj: dict[str, Any], known: frozenset[str], strict: bool) -> list[str]:
+    """Refuse a supported field's unsupported value; an unknown field is refused when ``strict``,
+    else dropped from ``obj`` and returned (vLLM ignores them with a warning)."""
     ignored = []
     for key, value in list(obj.items()):
         if key not in known:
-            if strict or kind == TS:
+            if strict:
                 raise LLMRequestError(400, f"unknown parameter {key!r}; this endpoint accepts: "
                                       f"{', '.join(sorted(known))}", param=key, code="unknown_parameter")
             ignored.append(key)
             del obj[key]
             continue
-        if key == "best_of" and kind == COMPLETIONS:
-            continue  # supported on completions (checked against n in choices())
-        allowed = _DEFAULT_ONLY.get(key)
-        if allowed is not None and value is not None and value not in allowed:
-            raise bad(key, f"{key}={value!r} is not supported by this server (only "
-                       f"{' or '.join(json.dumps(a) for a in allowed)})", code="unsupported_value")
+        check_default_only(key, value)
     return ignored
 
 
@@ -144,67 +99,24 @@ def typed(obj: dict[str, Any], key: str, kind: type, what: str) -> Any:
     return value
 
 
-def sampling(obj: dict[str, Any], kind: str, default_max_new_tokens: int) -> SamplingParams:
-    if kind == TS:
-        max_new = obj.get("max_new_tokens")
-        names = {}
-    else:
-        max_new = obj.get("max_completion_tokens", obj.get("max_tokens"))
-        names = {"max_new_tokens": "max_completion_tokens" if obj.get("max_completion_tokens") is not None
-                 else "max_tokens"}
-        temp = obj.get("temperature")
-        if isinstance(temp, (int, float)) and not isinstance(temp, bool) and temp > 2:
-            raise bad("temperature", f"temperature must be between 0 and 2, got {temp}")
-    values = {k: obj[k] for k in _SAMPLING if obj.get(k) is not None}
-    if kind != TS:  # OpenAI's defaults: sampling at temperature 1
-        values.setdefault("temperature", 1.0)
-    values["logprobs"] = _logprobs(obj, kind)
-    if kind != TS:
-        values["grammar"] = grammar_from_response_format(obj.get("response_format"))
-    params = SamplingParams(max_new_tokens=default_max_new_tokens if max_new is None else max_new, **values)
+def sampling_values(obj: dict[str, Any]) -> dict[str, Any]:
+    """The sampling fields the body sets (``SAMPLING``)."""
+    return {k: obj[k] for k in SAMPLING if obj.get(k) is not None}
+
+
+def sampling_params(values: dict[str, Any], max_new_tokens: int, max_tokens_name: str) -> SamplingParams:
+    """Checked sampling settings; an error about ``max_new_tokens`` names the request's own field
+    (``max_tokens_name``)."""
+    params = SamplingParams(max_new_tokens=max_new_tokens, **values)
     try:
         params.validate()
     except LLMRequestError as exc:
-        name = names.get(exc.param or "", exc.param)
-        if name != exc.param:
-            exc.message = exc.message.replace(exc.param or "", name or "")
+        if exc.param == "max_new_tokens" and max_tokens_name != "max_new_tokens":
+            exc.message = exc.message.replace("max_new_tokens", max_tokens_name)
             exc.args = (exc.message,)
-            exc.param = name
+            exc.param = max_tokens_name
         raise
     return params
-
-
-def _logprobs(obj: dict[str, Any], kind: str) -> int | None:
-    """How many top log-probabilities per token (0: the chosen token's only), None when off:
-    completions' ``logprobs: k``; chat's ``logprobs: true`` with ``top_logprobs: k``."""
-    if kind == COMPLETIONS:
-        k: int | None = typed(obj, "logprobs", int, f"an integer between 0 and {MAX_LOGPROBS}")
-        return k
-    if kind != CHAT:
-        return None
-    on = typed(obj, "logprobs", bool, "true or false")
-    top = typed(obj, "top_logprobs", int, f"an integer between 0 and {MAX_LOGPROBS}")
-    if top is not None and not on:
-        raise bad("top_logprobs", "top_logprobs needs logprobs: true")
-    if top is not None and not 0 <= top <= MAX_LOGPROBS:
-        raise bad("top_logprobs", f"top_logprobs must be between 0 and {MAX_LOGPROBS}, got {top}")
-    return (top or 0) if on else None
-
-
-def choices(obj: dict[str, Any], kind: str, stream: bool) -> tuple[int, int]:
-    """``(n, best_of)``: choices returned per prompt, and sequences generated per prompt."""
-    n = typed(obj, "n", int, "a positive integer")
-    n = 1 if n is None else n
-    if n < 1:
-        raise bad("n", f"n must be at least 1, got {n}")
-    best_of = typed(obj, "best_of", int, "a positive integer") if kind == COMPLETIONS else None
-    best_of = n if best_of is None else best_of
-    if best_of < n:
-        raise bad("best_of", f"best_of ({best_of}) must be at least n ({n})")
-    if best_of > n and stream:
-        raise bad("best_of", "best_of > n cannot be streamed (the best choices are known at the end): "
-                   "drop stream or best_of")
-    return n, best_of
 
 
 def prompt_ids(obj: dict[str, Any], tokenizer: Any) -> list[list[int]]:
@@ -257,8 +169,8 @@ def _chat_text(message: Any, index: int) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise bad("messages", f"messages[{index}] must be an object with role and content")
     role, content = message.get("role"), message.get("content")
-    if role not in _CHAT_ROLES:
-        raise bad("messages", f"messages[{index}].role must be one of {', '.join(sorted(_CHAT_ROLES))}, got {role!r}")
+    if role not in CHAT_ROLES:
+        raise bad("messages", f"messages[{index}].role must be one of {', '.join(sorted(CHAT_ROLES))}, got {role!r}")
     if isinstance(content, list):
         parts = []
         for part in content:

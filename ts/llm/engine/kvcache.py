@@ -25,11 +25,11 @@ from transformers.cache_utils import Cache, DynamicLayer
 INITIAL_COLUMNS = 64
 
 
-class _BatchLayer(DynamicLayer):
+class _BatchLayer(DynamicLayer):  # type: ignore[no-untyped-call]  # transformers' layer is unannotated
     """One layer's keys/values in the shared buffer layout; see the module docstring."""
 
     def __init__(self, owner: BatchCache) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # transformers' layer is unannotated
         self.owner = owner
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None

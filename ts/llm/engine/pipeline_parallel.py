@@ -36,6 +36,7 @@ from torch import nn
 from ts.handler_utils.distributed.checkpoint import Checkpoint, find_checkpoint, load_parameters, meta_parameters
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.handler_utils.distributed.pipelining import stage_bounds
+from ts.llm.engine.fastpath.llama import LlamaFastForward
 from ts.llm.engine.generation import GenerationEngine
 from ts.llm.engine.rectangle import RectangleKV
 from ts.llm.engine.runner import SampleFn
@@ -79,7 +80,7 @@ class PipelineStage:
         for local, layer in enumerate(own):  # the stage's KV cache holds its own layers only
             for module in layer.modules():
                 if hasattr(module, "layer_idx"):
-                    module.layer_idx = local
+                    setattr(module, "layer_idx", local)  # noqa: B010 - nn.Module's typed __setattr__ refuses an int
         base.layers = nn.ModuleList(own)
         config.num_hidden_layers = len(own)
         if isinstance(getattr(config, "layer_types", None), list):
@@ -125,7 +126,8 @@ class PipelineStage:
         else:
             picked = hidden[torch.arange(len(last), device=self.device), torch.tensor(last, device=self.device)]
         assert self.lm_head is not None
-        return self.lm_head(picked).float()
+        logits: torch.Tensor = self.lm_head(picked)
+        return logits.float()
 
     def share_tokens(self, tokens: list[int] | None, count: int) -> list[int]:
         """The last stage's sampled token ids, on every rank."""
@@ -167,8 +169,9 @@ class PipelineStage:
                                f"answering): {exc}") from exc
 
 
-def _parts(model: Any) -> tuple[nn.Module, nn.ModuleList, nn.Module]:
-    """The base model, its decoder layers and its final norm; a clear error for other shapes."""
+def _parts(model: Any) -> tuple[Any, nn.ModuleList, nn.Module]:
+    """The base model (a Transformers model, untyped), its decoder layers and its final norm; a
+    clear error for other shapes."""
     base = getattr(model, "base_model", None)
     layers = getattr(base, "layers", None)
     norm = getattr(base, "norm", None)
@@ -192,13 +195,12 @@ class StageRunner:
     layers only, and the same commands and sampled tokens give every stage the same block
     tables, preemptions and prefix hits, so no block id ever crosses a link."""
 
-    # a stage holds part of the model: the fast forward (ts/llm/engine/fastpath) runs whole models only
-    fast_forward = None
-    forward_path = "Hugging Face's forward (fast_path: false)"
-
     def __init__(self, stage: PipelineStage) -> None:
         self.stage = stage
         self.model = stage.model
+        # a stage holds part of the model: the fast forward (ts/llm/engine/fastpath) runs whole models only
+        self.fast_forward: LlamaFastForward | None = None
+        self.forward_path = "Hugging Face's forward (fast_path: false)"
         self.device = torch.device(stage.device)
         params = inspect.signature(stage.model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
@@ -232,6 +234,7 @@ def load_stage(path: str, dtype: Any, trust_remote_code: bool, rank: int, num_st
         dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     checkpoint = find_checkpoint(Path(path))
     with meta_parameters():
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]  # transformers' stub is untyped
+            config, dtype=dtype, trust_remote_code=trust_remote_code)
     model.eval()
     return PipelineStage(model, rank, num_stages, device, checkpoint=checkpoint, dtype=dtype)

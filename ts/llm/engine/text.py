@@ -50,8 +50,9 @@ class IncrementalText:
         self.stopped = False
 
     def _decode(self, ids: list[int]) -> str:
-        return self._backend(ids, skip_special_tokens=True) if self._backend else self._tok.decode(
+        text: str = self._backend(ids, skip_special_tokens=True) if self._backend else self._tok.decode(
             ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return text
 
     def _advance(self, force: bool) -> None:
         prefix_text = self._decode(self._ids[self._prefix:self._read])
