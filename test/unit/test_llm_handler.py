@@ -7,12 +7,19 @@ import json
 import sys
 
 import pytest
-from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
+from llm_support import (  # noqa: F401 - fixtures
+    drain,
+    model_dir_fixture,
+    model_fixture,
+    one_thread_fixture,
+    reference,
+    tok_fixture,
+)
 
 from ts.context import Context, RequestProcessor
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.llm.engine.generation import GenerationEngine
-from ts.torch_handler.llm_handler import LLMEvent, LLMHandler, LLMRequestError
+from ts.torch_handler.llm_handler import LLMHandler, LLMRequestError
 
 OAI = "x-tserve-openai"
 
@@ -30,14 +37,6 @@ def handler(model_dir):
     # the rectangle cache, pinned: these tests' engine behaviour (n's batch slots) is its own; the paged
     # cache, this model's default on a CPU, has test_llm_paged.py
     return make_handler(model_dir, {"max_new_tokens": 6, "max_context": 128, "paged_kv_cache": False})
-
-
-def drain(h: LLMHandler) -> dict[str, list[LLMEvent]]:
-    events: dict[str, list[LLMEvent]] = {}
-    while h.has_work():
-        for e in h.step():
-            events.setdefault(e.request_id, []).append(e)
-    return events
 
 
 def sse(raw: bytes) -> list:

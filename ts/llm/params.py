@@ -43,12 +43,20 @@ class LLMRequestError(PredictionException):
                           "param": self.param, "code": self.code}}
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """A value for an error message: its repr, shortened (the message is also the HTTP reason
+    phrase, and a hostile value may be megabytes long)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text)} characters)"
+
+
 def _bad(param: str, message: str) -> LLMRequestError:
     return LLMRequestError(400, message, param=param, code="invalid_value")
 
 
 MAX_LOGPROBS = 20  # OpenAI's top_logprobs limit
-SEED_RANGE = (-2**63, 2**63 - 1)  # a 64-bit signed integer, as vLLM's seed field
+SEED_RANGE = (-2**63, 2**63 - 1)
+GREEDY_BELOW = 1e-5  # a 64-bit signed integer, as vLLM's seed field
 
 # A setting's check: ``(name, value) -> the value to keep``; a 400 naming the field when bad.
 Check = Callable[[str, Any], Any]
@@ -64,44 +72,49 @@ def number(rule: str, ok: Callable[[float], bool], integer: bool = False) -> Che
     """A finite number (an integer when ``integer``) that passes ``ok``; ``rule`` says which."""
     def check(name: str, value: Any) -> Any:
         if not _is_number(value, integer):
-            raise _bad(name, f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}")
+            raise _bad(name, f"{name} must be {'an integer' if integer else 'a number'}, got {shown(value)}")
         if not ok(value):
-            raise _bad(name, f"{name} must be {rule}, got {value}")
-        return value
+            raise _bad(name, f"{name} must be {rule}, got {shown(value)}")
+        if integer:
+            return value
+        try:
+            return float(value)  # an integer given for a number (tensors of Python ints overflow at 64 bits)
+        except OverflowError:
+            raise _bad(name, f"{name} must be {rule}, got {shown(value)}") from None
     return check
 
 
 def flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise _bad(name, f"{name} must be true or false, got {value!r}")
+        raise _bad(name, f"{name} must be true or false, got {shown(value)}")
     return value
 
 
 def _stop_strings(name: str, value: Any) -> list[str]:
     value = [value] if isinstance(value, str) else value
     if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
-        raise _bad(name, f"{name} must be a string or a list of non-empty strings, got {value!r}")
+        raise _bad(name, f"{name} must be a string or a list of non-empty strings, got {shown(value)}")
     return value
 
 
 def _token_ids(name: str, value: Any) -> list[int]:
     if not isinstance(value, list) or not all(_is_number(t, True) and t >= 0 for t in value):
-        raise _bad(name, f"{name} must be a list of token ids, got {value!r}")
+        raise _bad(name, f"{name} must be a list of token ids, got {shown(value)}")
     return value
 
 
 def _token_biases(name: str, value: Any) -> dict[int, float]:
     """``logit_bias`` as ``{token id: bias}``; JSON gives the ids as strings (OpenAI's form)."""
     if not isinstance(value, dict):
-        raise _bad(name, f"{name} must be an object of token id -> bias, got {value!r}")
+        raise _bad(name, f"{name} must be an object of token id -> bias, got {shown(value)}")
     out: dict[int, float] = {}
     for key, bias in value.items():
         try:
             token = int(key)
         except (TypeError, ValueError):
-            raise _bad(name, f"{name}: {key!r} is not a token id") from None
+            raise _bad(name, f"{name}: {shown(key)} is not a token id") from None
         if not _is_number(bias, False) or not -100 <= bias <= 100:
-            raise _bad(name, f"{name}[{key}] must be a number between -100 and 100, got {bias!r}")
+            raise _bad(name, f"{name}[{key}] must be a number between -100 and 100, got {shown(bias)}")
         out[token] = float(bias)
     return out
 
@@ -146,6 +159,10 @@ class SamplingParams:
     min_tokens: int = setting(0, number(">= 0", lambda v: v >= 0, integer=True), vllm=True)
     stop_token_ids: list[int] = setting([], _token_ids)
     logit_bias: dict[int, float] = setting({}, _token_biases)
+    # vLLM's text settings (ts/llm/engine/text.py): keep the stop string (or stop token's text) in the output;
+    # decode special tokens too
+    include_stop_str_in_output: bool = setting(False, flag, vllm=True)
+    skip_special_tokens: bool = setting(True, flag, vllm=True)
     # None: off; k: the chosen token's log-probability and the k most likely
     logprobs: int | None = setting(None, number(f"between 0 and {MAX_LOGPROBS}", lambda v: 0 <= v <= MAX_LOGPROBS,
                                                 integer=True), request=False)
@@ -158,7 +175,7 @@ class SamplingParams:
         known = {f.name for f in fields(cls)}
         for key in values:
             if key not in known:
-                raise LLMRequestError(400, f"unknown sampling parameter {key!r}; known: "
+                raise LLMRequestError(400, f"unknown sampling parameter {shown(key)}; known: "
                                       f"{', '.join(sorted(known))}", param=key, code="unknown_parameter")
         params = cls(**{k: v for k, v in values.items() if v is not None})
         params.validate()
@@ -186,7 +203,9 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        """Temperatures below ``GREEDY_BELOW`` (vLLM's epsilon) are greedy: dividing the logits by
+        one would overflow them."""
+        return self.temperature < GREEDY_BELOW
 
 
 REQUEST_SETTINGS = frozenset(f.name for f in fields(SamplingParams) if f.metadata["request"])

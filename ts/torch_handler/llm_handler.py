@@ -28,7 +28,7 @@ from ts.handler_utils.distributed.coordinator import RankCoordinator
 from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
 from ts.llm.api.fields import CHAT, COMPLETIONS, GENERATE, TS
 from ts.llm.api.forms import parse_request
-from ts.llm.api.request import JSON_TYPE, LLMEvent, LLMRequest, error_event
+from ts.llm.api.request import JSON_TYPE, LLMEvent, LLMRequest, RequestLimits, error_event
 from ts.llm.engine.choice import build_engine, wants_engine_process
 from ts.llm.engine.contract import Engine, generate_all
 from ts.llm.engine.pipeline_parallel import load_stage
@@ -40,6 +40,7 @@ from ts.llm.handler.settings import (
     SETTINGS,
     engine_limits,
     find_model_dir,
+    max_prompt_chars,
 )
 from ts.llm.params import LLMRequestError, SamplingParams, SequenceUpdate
 from ts.llm.process.engine_core import CoreConfig, load_causal_lm, model_dtype
@@ -74,6 +75,7 @@ class LLMHandler(BaseHandler):
         # a stateful model's sequences are conversations (ts/llm/handler/sessions.py)
         self.conversations = Conversations(enabled=False)
         self.llm_metrics = LLMMetrics(None, "")
+        self._limits = RequestLimits()  # what the engine can ever take, checked while parsing
 
     @property
     def engine(self) -> Engine:
@@ -139,6 +141,11 @@ class LLMHandler(BaseHandler):
             self.engine = build_engine(self.model, self.tokenizer, self.settings, limits, fast_path, info, stage,
                                        self.device)
         self.model_name = context.model_name
+        engine = self.engine
+        self._limits = RequestLimits(
+            max_prompt_chars(self.tokenizer, engine.max_context), engine.max_batch_size + engine.max_waiting,
+            f"max_batch_size + max_waiting = {engine.max_batch_size} + {engine.max_waiting} = "
+            f"{engine.max_batch_size + engine.max_waiting}")
         self.llm_metrics = LLMMetrics(context.metrics if info.rank == 0 else None, context.model_name)
         self.conversations = Conversations(enabled=bool(yaml_config.get("sequenceBatching")))
         if info.world_size > 1:
@@ -171,7 +178,9 @@ class LLMHandler(BaseHandler):
         req = parse_request(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
                                default_max_new_tokens=self._max_new_tokens(),
                                chat_template=self.settings.get("chat_template"),
-                               strict=bool(self.settings.get("strict_fields", False)))
+                               strict=bool(self.settings.get("strict_fields", False)),
+                               ignore_vllm_fields=bool(self.settings.get("ignore_vllm_fields", False)),
+                               limits=self._limits)
         if self.conversations.enabled and len(req.choices) > 1:
             exc = LLMRequestError(400, "a stateful sequence (sequenceBatching) takes one prompt and one choice per "
                                   "turn: drop n / best_of / the list of prompts", param="n", code="invalid_value")

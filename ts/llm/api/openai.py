@@ -28,18 +28,28 @@ from ts.llm.api.fields import (
 )
 from ts.llm.api.logprob_format import chat_logprobs, completion_logprobs
 from ts.llm.api.request import SSE_DONE, Choice, LLMRequest
-from ts.llm.api.structured import constrains, grammar_from_response_format
+from ts.llm.api.structured import GUIDED, constrains, grammar_from_guided, grammar_from_response_format
 from ts.llm.api.tools import ToolPolicy, tool_policy
 from ts.llm.params import MAX_LOGPROBS, LLMRequestError, TokenLogprob
 
-# what both OpenAI forms accept besides their own fields
-OPENAI_FIELDS = frozenset({"model", "stream", "stream_options", "n", "max_tokens", "logprobs",
-                           "response_format"}) | SAMPLING | IGNORED
+# what both OpenAI forms accept besides their own fields (vLLM's extras that tserve implements included)
+OPENAI_FIELDS = frozenset({"model", "stream", "stream_options", "n", "max_tokens", "logprobs", "response_format",
+                           "truncate_prompt_tokens", *GUIDED}) | SAMPLING | IGNORED
+# vLLM's own request fields that tserve does not implement: refused naming them, unless the model
+# sets handler.ignore_vllm_fields (an unknown field that is not vLLM's follows strict_fields)
+VLLM_ONLY = frozenset({
+    "use_beam_search", "length_penalty", "early_stopping", "spaces_between_special_tokens", "allowed_token_ids",
+    "prompt_logprobs", "add_special_tokens", "guided_grammar", "guided_decoding_backend", "guided_whitespace_pattern",
+    "structural_tag", "priority", "logits_processors", "return_tokens_as_token_ids", "return_token_ids",
+    "request_id", "bad_words", "kv_transfer_params", "vllm_xargs", "prompt_embeds", "cache_salt",
+    "add_generation_prompt", "continue_final_message", "documents", "chat_template", "chat_template_kwargs",
+    "mm_processor_kwargs"})
 
 
 class OpenAIRequest(LLMRequest):
     """What completions and chat completions share; see the module docstring."""
 
+    VLLM_ONLY = VLLM_ONLY
     OBJECT: ClassVar[str]       # the answer's "object"
     CHUNK_OBJECT: ClassVar[str]  # a streamed chunk's
     ID_PREFIX: ClassVar[str]
@@ -66,7 +76,7 @@ class OpenAIRequest(LLMRequest):
         values = sampling_values(obj)
         values.setdefault("temperature", 1.0)  # OpenAI's default: sampling at temperature 1
         values["logprobs"] = self._logprobs_asked(obj)
-        values["grammar"] = grammar_from_response_format(obj.get("response_format"))
+        values["grammar"] = self._grammar(obj)
         self.params = sampling_params(values, default_max_new_tokens if max_new is None else max_new,
                                       max_tokens_name)
         self.report_logprobs = self.params.logprobs is not None
@@ -74,7 +84,30 @@ class OpenAIRequest(LLMRequest):
         self._read_after_sampling(obj)
         if self.best_of > self.n and self.params.logprobs is None:
             self.params.logprobs = 0  # best_of ranks the sequences by their cumulative logprob
-        self.prompts = self._prompts(obj, chat_template)
+        self.prompts = self._truncated(obj, self._prompts(obj, chat_template))
+
+    @staticmethod
+    def _grammar(obj: dict[str, Any]) -> str | None:
+        """The output's grammar: ``response_format``, or one of vLLM's ``guided_*`` fields."""
+        asked = [k for k in ("response_format", *GUIDED) if obj.get(k) is not None
+                 and not (k == "response_format" and not constrains(obj[k]))]
+        if len(asked) > 1:
+            raise bad(asked[1], f"{asked[0]} and {asked[1]} both constrain the output: give one of them",
+                      code="unsupported_value")
+        if asked and asked[0] in GUIDED:
+            return grammar_from_guided(asked[0], obj[asked[0]])
+        return grammar_from_response_format(obj.get("response_format"))
+
+    @staticmethod
+    def _truncated(obj: dict[str, Any], prompts: list[list[int]]) -> list[list[int]]:
+        """vLLM's ``truncate_prompt_tokens``: each prompt's last k tokens."""
+        k = typed(obj, "truncate_prompt_tokens", int, "a positive integer")
+        if k is None:
+            return prompts
+        if k < 1:
+            raise bad("truncate_prompt_tokens", f"truncate_prompt_tokens must be a positive integer (the prompt's "
+                      f"last tokens to keep; tserve does not take vLLM's -1), got {k}")
+        return [p[-k:] for p in prompts]
 
     def _read_before_sampling(self, obj: dict[str, Any]) -> None:
         """This form's fields that shape the sampling settings (chat's tools)."""
@@ -199,7 +232,7 @@ class CompletionsRequest(OpenAIRequest):
                       "computed): drop one of them", code="unsupported_value")
 
     def _prompts(self, obj: dict[str, Any], chat_template: str | None) -> list[list[int]]:
-        return prompt_ids(obj, self.tokenizer)
+        return prompt_ids(obj, self.tokenizer, self.limits.max_prompt_chars)
 
     def _echoed(self, choice: Choice) -> str:
         if not self.echo:
@@ -228,6 +261,7 @@ class ChatRequest(OpenAIRequest):
     kind = CHAT
     FIELDS: ClassVar[frozenset[str]] = OPENAI_FIELDS | {"messages", "max_completion_tokens", "top_logprobs",
                                                         "tools", "tool_choice"}
+    VLLM_ONLY = VLLM_ONLY | {"echo"}
     OBJECT = "chat.completion"
     CHUNK_OBJECT = "chat.completion.chunk"
     ID_PREFIX = "chatcmpl-"
@@ -239,7 +273,8 @@ class ChatRequest(OpenAIRequest):
     def _read_before_sampling(self, obj: dict[str, Any]) -> None:
         """Tools first: sampling compiles response_format's grammar, which forced tools exclude."""
         self.tools = tool_policy(obj)
-        if self.tools is not None and self.tools.forced and constrains(obj.get("response_format")):
+        if self.tools is not None and self.tools.forced and (constrains(obj.get("response_format"))
+                                                             or any(obj.get(k) is not None for k in GUIDED)):
             raise bad("tool_choice", "tool_choice required or a named function constrains the output "
                       "to a call: it cannot be combined with response_format", code="unsupported_value")
 
@@ -257,7 +292,8 @@ class ChatRequest(OpenAIRequest):
             self.params.grammar = self.tools.grammar()
 
     def _prompts(self, obj: dict[str, Any], chat_template: str | None) -> list[list[int]]:
-        return [chat_ids(obj, self.tokenizer, chat_template, self.tools.tools if self.tools else None)]
+        return [chat_ids(obj, self.tokenizer, chat_template, self.tools.tools if self.tools else None,
+                         self.limits.max_prompt_chars)]
 
     def _logprobs(self, choice: Choice, entries: list[TokenLogprob]) -> dict[str, Any] | None:
         return chat_logprobs(self.tokenizer, entries) if self.report_logprobs else None

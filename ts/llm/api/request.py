@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ts.llm.api.fields import STREAM_HINT_HEADER, TS, check_fields, header, load_body, typed, warn_ignored
+from ts.llm.api.fields import STREAM_HINT_HEADER, TS, bad, check_fields, header, load_body, typed, warn_ignored
 from ts.llm.params import GenerationResult, LLMRequestError, SamplingParams, SequenceUpdate, TokenLogprob
 
 JSON_TYPE = "application/json"
@@ -43,6 +43,18 @@ class LLMEvent:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RequestLimits:
+    """What the serving engine can ever take, checked while parsing (before a giant request costs
+    the worker anything): ``max_prompt_chars``, a prompt text's characters (a longer one cannot
+    fit the context: refused untokenized); ``max_sequences``, the sequences of one request
+    (prompts x best_of), named by ``sequences_limit`` in the error. None: unchecked."""
+
+    max_prompt_chars: int | None = None
+    max_sequences: int | None = None
+    sequences_limit: str = ""
+
+
 # ---------------------------------------------------------------------- one request
 @dataclass
 class Choice:
@@ -68,6 +80,7 @@ class LLMRequest:
     FIELDS: ClassVar[frozenset[str]] = frozenset()
     PLAIN_TEXT_PROMPT: ClassVar[bool] = False  # a body that is not a JSON object is the prompt
     ALWAYS_STRICT: ClassVar[bool] = False      # an unknown field is refused even without strict_fields
+    VLLM_ONLY: ClassVar[frozenset[str]] = frozenset()  # vLLM's fields of this form that tserve does not implement
     STREAM_TYPE: ClassVar[str] = SSE_TYPE
 
     def __init__(self, request_id: str, model: str, tokenizer: Any = None) -> None:
@@ -82,6 +95,8 @@ class LLMRequest:
         self.report_logprobs = False  # the client asked (best_of alone turns them on internally)
         self.created = int(time.time())
         self.choices: dict[str, Choice] = {}
+        self.streamed = False  # a chunk went out: an error now ends the stream as one more event
+        self.limits = RequestLimits()
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -91,17 +106,23 @@ class LLMRequest:
     @classmethod
     def parse(cls, request_id: str, body: Any, headers: dict[str, str] | None, *, tokenizer: Any,
               model_name: str, default_max_new_tokens: int, chat_template: str | None = None,
-              strict: bool = True) -> LLMRequest:
+              strict: bool = True, ignore_vllm_fields: bool = False,
+              limits: RequestLimits | None = None) -> LLMRequest:
         """Raises LLMRequestError (400) naming the bad field; its ``body`` is then set. The
-        answers name ``model_name`` (the model that serves them), whatever the body's ``model``."""
+        answers name ``model_name`` (the model that serves them), whatever the body's ``model``.
+        vLLM's fields that tserve does not implement are refused unless ``ignore_vllm_fields``;
+        ``limits``: what the engine can ever take."""
         try:
             obj = cls._body(load_body(body, cls.PLAIN_TEXT_PROMPT))
-            warn_ignored(model_name, request_id, check_fields(obj, cls.FIELDS, strict or cls.ALWAYS_STRICT))
+            refused = frozenset() if ignore_vllm_fields else cls.VLLM_ONLY
+            warn_ignored(model_name, request_id, check_fields(obj, cls.FIELDS, strict or cls.ALWAYS_STRICT, refused))
             typed(obj, "model", str, "a string")
             req = cls(request_id, model_name, tokenizer)
+            req.limits = limits or RequestLimits()
             stream = typed(obj, "stream", bool, "true or false")
             req.stream = stream if stream is not None else header(headers, STREAM_HINT_HEADER) == "true"
             req._read(obj, default_max_new_tokens, chat_template)
+            req._check_sequences()
             req._make_choices()
             return req
         except LLMRequestError as exc:
@@ -116,6 +137,17 @@ class LLMRequest:
     def _read(self, obj: dict[str, Any], default_max_new_tokens: int, chat_template: str | None) -> None:
         """This form's fields: ``params``, ``prompts``, ``n`` / ``best_of`` and its own options."""
         raise NotImplementedError
+
+    def _check_sequences(self) -> None:
+        """More sequences than the engine ever holds can never be scheduled: a 400 (not a 503 the
+        client retries forever), before a choice is made for each."""
+        most = self.limits.max_sequences
+        sequences = len(self.prompts) * self.best_of
+        if most is not None and sequences > most:
+            param = "prompt" if len(self.prompts) > 1 else "n"
+            raise bad(param, f"{sequences} sequences ({len(self.prompts)} prompts x n / best_of {self.best_of}) can "
+                      f"never be scheduled: the engine holds at most {self.limits.sequences_limit or most}: ask for "
+                      "fewer")
 
     def _make_choices(self) -> None:
         for p in range(len(self.prompts)):
@@ -197,7 +229,10 @@ class LLMRequest:
             data += self._held_choice_end(choice) if held else self._choice_end(choice)
             if all(c.finish_reason for c in self.choices.values()):
                 return [LLMEvent(self.request_id, final=data + self._stream_end(), content_type=ct)]
-        return [LLMEvent(self.request_id, chunk=data, content_type=ct)] if data else []
+        if not data:
+            return []
+        self.streamed = True
+        return [LLMEvent(self.request_id, chunk=data, content_type=ct)]
 
     def whole_answer(self, results: dict[str, GenerationResult]) -> bytes:
         """The complete answer in one body (the plain batch path): a stream's chunks concatenated."""
@@ -224,8 +259,13 @@ class LLMRequest:
         return exc
 
     def error_event(self, exc: LLMRequestError) -> LLMEvent:
-        """The final event when this request is refused or fails."""
-        return error_event(self.request_id, exc, type(self))
+        """The final event when this request is refused or fails; once an SSE stream started, its
+        error is one more event, ``data: {"error": ...}`` (the frontend passes it through)."""
+        event = error_event(self.request_id, exc, type(self))
+        if self.streamed and self.STREAM_TYPE == SSE_TYPE:
+            event.final = self._sse(self.error_object(exc))
+            event.content_type = SSE_TYPE
+        return event
 
 
 def error_event(request_id: str, exc: LLMRequestError, form: type[LLMRequest] | None = None) -> LLMEvent:

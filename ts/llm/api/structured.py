@@ -52,7 +52,53 @@ def grammar_from_schema(schema: dict[str, Any], param: str = "response_format") 
     """The grammar of JSON text that validates against ``schema`` (compact: no free whitespace between
     tokens, what a client parses in the fewest tokens)."""
     try:
-        return str(llguidance().LLMatcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": False}))
+        matcher = llguidance().LLMatcher
     except LLMRequestError as exc:
         exc.param = param
         raise
+    try:
+        grammar = str(matcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": False}))
+    except (ValueError, TypeError, RecursionError) as exc:  # a schema llguidance cannot read
+        raise LLMRequestError(400, f"{param}: the schema cannot be used: {exc}", param=param,
+                              code="invalid_value") from None
+    problem = matcher.validate_grammar(grammar)
+    if problem:
+        raise LLMRequestError(400, f"{param}: the schema cannot be used: {problem.strip()}", param=param,
+                              code="invalid_value")
+    return grammar
+
+
+# vLLM's structured-output fields tserve implements (``guided_grammar`` is refused: its EBNF dialect
+# is not llguidance's lark)
+GUIDED = ("guided_json", "guided_regex", "guided_choice")
+
+
+def grammar_from_guided(field: str, value: Any) -> str:
+    """vLLM's ``guided_json`` (a schema, or its JSON text), ``guided_regex`` (the output matches
+    the regular expression) or ``guided_choice`` (the output is one of the strings) as a grammar."""
+    if field == "guided_json":
+        schema = value
+        if isinstance(value, str):
+            try:
+                schema = json.loads(value)
+            except (ValueError, RecursionError):  # not JSON, or past the digit or nesting limits
+                schema = None
+        if not isinstance(schema, dict):
+            raise LLMRequestError(400, "guided_json must be a JSON schema (an object, or its JSON text)",
+                                  param=field, code="invalid_value")
+        return grammar_from_schema(schema, param=field)
+    matcher = llguidance().LLMatcher
+    if field == "guided_regex":
+        if not isinstance(value, str) or not value:
+            raise LLMRequestError(400, "guided_regex must be a non-empty regular expression", param=field,
+                                  code="invalid_value")
+        grammar = str(matcher.grammar_from_regex(value))
+    else:
+        if not isinstance(value, list) or not value or not all(isinstance(c, str) and c for c in value):
+            raise LLMRequestError(400, "guided_choice must be a non-empty list of non-empty strings", param=field,
+                                  code="invalid_value")
+        grammar = "start: " + " | ".join(json.dumps(c, ensure_ascii=False) for c in value)
+    problem = matcher.validate_grammar(grammar)
+    if problem:
+        raise LLMRequestError(400, f"{field}: {problem.strip()}", param=field, code="invalid_value")
+    return grammar

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ts.llm.api.structured import grammar_from_schema
-from ts.llm.params import LLMRequestError
+from ts.llm.params import LLMRequestError, shown
 
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
@@ -112,5 +112,5 @@ def tool_policy(obj: dict[str, Any]) -> ToolPolicy | None:
         raise _bad(f"tool_choice must be none, auto, required or {{\"type\": \"function\", \"function\": "
                    f"{{\"name\": ...}}}}, got {json.dumps(choice)}")
     if named not in schemas:
-        raise _bad(f"tool_choice names function {named!r}, which is not in tools ({', '.join(schemas)})")
+        raise _bad(f"tool_choice names function {shown(named)}, which is not in tools ({', '.join(schemas)})")
     return ToolPolicy("named", tools, schemas, named)

@@ -23,7 +23,7 @@ from ts.llm.api.fields import (
     sampling_values,
 )
 from ts.llm.api.request import TEXT_TYPE, Choice, LLMRequest
-from ts.llm.params import LLMRequestError, TokenLogprob
+from ts.llm.params import LLMRequestError, TokenLogprob, shown
 
 
 class TorchServeRequest(LLMRequest):
@@ -39,7 +39,7 @@ class TorchServeRequest(LLMRequest):
         max_new = obj.get("max_new_tokens")
         self.params = sampling_params(sampling_values(obj), default_max_new_tokens if max_new is None else max_new,
                                       "max_new_tokens")
-        self.prompts = prompt_ids(obj, self.tokenizer)
+        self.prompts = prompt_ids(obj, self.tokenizer, self.limits.max_prompt_chars)
         if len(self.prompts) > 1:
             raise bad("prompt", f"one prompt per request: got a list of {len(self.prompts)} prompts")
 
@@ -70,7 +70,7 @@ class GenerateRequest(TorchServeRequest):
         ``max_new_tokens``)."""
         for key in obj:
             if key not in ("text_input", "parameters"):
-                raise LLMRequestError(400, f"unknown field {key!r}; generate accepts text_input and parameters",
+                raise LLMRequestError(400, f"unknown field {shown(key)}; generate accepts text_input and parameters",
                                       param=key, code="unknown_parameter")
         text = obj.get("text_input")
         if not isinstance(text, str) or not text:
@@ -78,14 +78,14 @@ class GenerateRequest(TorchServeRequest):
                       "text_input is required")
         params = obj.get("parameters") or {}
         if not isinstance(params, dict):
-            raise bad("parameters", f"parameters must be an object, got {params!r}")
+            raise bad("parameters", f"parameters must be an object, got {shown(params)}")
         for key, value in params.items():
             if key not in GENERATE_PARAMETERS:
-                raise LLMRequestError(400, f"unknown parameter {key!r}; generate's parameters may be: "
+                raise LLMRequestError(400, f"unknown parameter {shown(key)}; generate's parameters may be: "
                                       f"{', '.join(sorted(GENERATE_PARAMETERS))}", param=key,
                                       code="unknown_parameter")
             if key == "best_of" and value not in (None, 1):
-                raise bad(key, f"best_of={value!r} is not supported by this server (only 1)",
+                raise bad(key, f"best_of={shown(value)} is not supported by this server (only 1)",
                           code="unsupported_value")
             check_default_only(key, value)
         out = {"prompt": text, **{k: params[k] for k in SAMPLING if k in params}}

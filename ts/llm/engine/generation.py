@@ -148,8 +148,9 @@ class GenerationEngine:
                 400, f"the prompt has {len(prompt_ids)} tokens, but the model's context is {limits.max_context} "
                 f"tokens ({limits.context_limit_name}={limits.max_context}) and needs room for at least one new "
                 "token: shorten the prompt", param="prompt", code="context_length_exceeded")
+        self._check_fits(1 + len(fork_ids), "n")
         self.kv.check(prompt_ids, 1 + len(fork_ids))
-        if self.num_waiting >= limits.max_waiting:
+        if st.waiting_with(1 + len(fork_ids)) > limits.max_waiting:
             raise LLMRequestError(
                 503, f"the engine queue is full: {self.num_waiting} requests are waiting "
                 f"(max_waiting={limits.max_waiting}) behind {self.num_running} running "
@@ -161,8 +162,8 @@ class GenerationEngine:
             raise LLMRequestError(400, f"token ids {outside} (stop_token_ids / logit_bias) are outside the "
                                   f"vocabulary [0, {self.vocab_size})", param="logit_bias" if set(outside) & set(
                                       params.logit_bias) else "stop_token_ids", code="invalid_token")
-        seqs = [Sequence(sid, [int(t) for t in prompt_ids], params, self.tokenizer, self.detokenize)
-                for sid in (seq_id, *fork_ids)]
+        seqs = [Sequence(sid, [int(t) for t in prompt_ids], params, self.tokenizer, self.detokenize,
+                         self.eos_token_ids) for sid in (seq_id, *fork_ids)]
         for k, seq in enumerate(seqs):
             if params.grammar is not None:
                 seq.matcher = self.state.sampler.grammars.matcher(params.grammar)
@@ -175,9 +176,21 @@ class GenerationEngine:
         self.kv.enqueue(seqs)
         st.ids.update(s.seq_id for s in seqs)
 
+    def _check_fits(self, sequences: int, param: str) -> None:
+        """A request of more sequences than the engine ever holds (running and waiting) can never
+        be scheduled: a 400 naming the limits, not a 503 the client would retry forever."""
+        limits = self.limits
+        most = limits.max_batch_size + limits.max_waiting
+        if sequences > most:
+            raise LLMRequestError(
+                400, f"{sequences} sequences ({param}) can never be scheduled: the engine holds at most "
+                f"max_batch_size + max_waiting = {limits.max_batch_size} + {limits.max_waiting} = {most}: ask for "
+                "fewer", param=param, code="invalid_value")
+
     def add_all(self, groups: list[tuple[str, list[int], list[str]]], params: SamplingParams) -> None:
         """One request's prompts ``(seq_id, prompt_ids, fork_ids)``: all of them queued, or none
         (the first refusal's LLMRequestError is raised after the ones queued are cancelled)."""
+        self._check_fits(sum(1 + len(forks) for _, _, forks in groups), "prompt" if len(groups) > 1 else "n")
         added: list[str] = []
         try:
             for seq_id, ids, forks in groups:

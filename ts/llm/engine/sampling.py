@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from ts.llm.engine.sequence import Sequence
 
 
+# temperatures and repetition penalties act within this range (the greedy ones, below vLLM's
+# epsilon, never divide: SamplingParams.greedy); beyond it float32 logits overflow to inf and NaN
+FACTOR_RANGE = (1e-5, 1e6)
+
+
 @dataclass
 class Sampled:
     """One step's choice for each row: its token and, when its request asked, its logprobs."""
@@ -54,7 +59,9 @@ def apply_penalties(logits: torch.Tensor, seqs: list[Sequence]) -> None:
     index = torch.tensor(rows, device=dev)
     sub = logits.index_select(0, index)
     out_counts = _counts(_padded([s.output_ids for s in picked], dev), vocab)
-    rep = torch.tensor([s.params.repetition_penalty for s in picked], device=dev).unsqueeze(1)
+    # a penalty past FACTOR_RANGE acts as its bound: a float32 inf or 0 would turn the row into NaN
+    rep = torch.tensor([float(s.params.repetition_penalty) for s in picked], device=dev).clamp(*FACTOR_RANGE)
+    rep = rep.unsqueeze(1)
     seen = (out_counts > 0) | (_counts(_padded([s.prompt_ids for s in picked], dev), vocab) > 0)
     penalised = torch.where(sub > 0, sub / rep, sub * rep)
     sub = torch.where(seen, penalised, sub)
@@ -94,12 +101,12 @@ def filtered_probs(logits: torch.Tensor, seqs: list[Sequence]) -> torch.Tensor:
     """The sampling distribution of each row: temperature, then top-k, top-p and min-p, all rows
     together on one sort (a filter off for a row keeps every token)."""
     dev, vocab = logits.device, logits.shape[-1]
-    temps = torch.tensor([s.params.temperature for s in seqs], device=dev).unsqueeze(1)
+    temps = torch.tensor([float(s.params.temperature) for s in seqs], device=dev).clamp(*FACTOR_RANGE).unsqueeze(1)
     scaled = logits / temps
     ordered, order = torch.sort(scaled, dim=-1, descending=True)
     probs = torch.softmax(ordered, dim=-1)
     ranks = torch.arange(vocab, device=dev).unsqueeze(0)
-    top_k = torch.tensor([s.params.top_k or vocab for s in seqs], device=dev).unsqueeze(1)
+    top_k = torch.tensor([min(s.params.top_k, vocab) or vocab for s in seqs], device=dev).unsqueeze(1)
     top_p = torch.tensor([s.params.top_p for s in seqs], device=dev).unsqueeze(1)
     min_p = torch.tensor([s.params.min_p for s in seqs], device=dev).unsqueeze(1)
     drop = (ranks >= top_k) | (probs.cumsum(dim=-1) - probs > top_p) | (probs < min_p * probs[:, :1])

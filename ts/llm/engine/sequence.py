@@ -8,13 +8,14 @@ Sampling itself is ``sampling.py``'s, over the whole batch.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ts.llm.engine.text import IncrementalText
-from ts.llm.params import SamplingParams, SequenceUpdate, TokenLogprob
+from ts.llm.params import LLMRequestError, SamplingParams, SequenceUpdate, TokenLogprob
 
 
 @dataclass
@@ -35,7 +36,7 @@ class Sequence:
                  "text", "finish_reason", "forks", "cumulative_logprob", "matcher")
 
     def __init__(self, seq_id: str, prompt_ids: list[int], params: SamplingParams, tokenizer: Any,
-                 detokenize: bool = True) -> None:
+                 detokenize: bool = True, eos_token_ids: Collection[int] = ()) -> None:
         self.seq_id = seq_id
         self.prompt_ids = prompt_ids
         self.params = params
@@ -45,7 +46,8 @@ class Sequence:
         self.prefilled = 0              # prompt tokens in the cache so far
         # the text deltas; None: the engine's caller detokenizes (an engine process's worker),
         # except where a stop string must be found here to end the sequence
-        self.text = IncrementalText(tokenizer, prompt_ids, params.stop) if detokenize or params.stop else None
+        self.text = (IncrementalText.for_params(tokenizer, prompt_ids, params, eos_token_ids)
+                     if detokenize or params.stop else None)
         self.finish_reason: str | None = None
         self.forks: list[Sequence] = []  # n / best_of: siblings that take this prompt's KV once prefilled
         self.cumulative_logprob = 0.0     # sum of the chosen tokens' logprobs (when logprobs are on)
@@ -78,6 +80,8 @@ class Sequence:
             self.cumulative_logprob += logprob.logprob
         delta = self.text.push(token) if self.text is not None else ""
         reason = None
+        if self.matcher is not None and self.matcher.is_error():  # no text of the grammar goes on from here
+            return self._grammar_failed(token, logprob)
         if self.text is not None and self.text.stopped:
             reason = "stop"
         elif token in eos_token_ids and not self.params.ignore_eos or token in self.params.stop_token_ids:
@@ -89,3 +93,15 @@ class Sequence:
             self.finish_reason = reason
         return SequenceUpdate(self.seq_id, [token], delta, reason is not None, reason, len(self.prompt_ids),
                               len(self.output_ids), None if logprob is None else [logprob])
+
+    def _grammar_failed(self, token: int, logprob: TokenLogprob | None) -> SequenceUpdate:
+        """The structured output's grammar has no way on (a schema no finite text satisfies, e.g.
+        an object that must hold another one): the request fails naming it, rather than ending
+        with a cut-off text as if it were complete."""
+        self.finish_reason = "error"
+        error = LLMRequestError(400, "response_format: no text satisfies the schema past "
+                                f"{len(self.output_ids)} tokens ({self.matcher.get_error().strip()}); a schema whose "
+                                "required properties nest without end has no finite JSON text: make one optional",
+                                param="response_format", code="invalid_value")
+        return SequenceUpdate(self.seq_id, [token], "", True, "error", len(self.prompt_ids), len(self.output_ids),
+                              None if logprob is None else [logprob], error=error)

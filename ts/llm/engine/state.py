@@ -70,6 +70,11 @@ class SchedulerState:
         queued = sum(s.slots for s in self.waiting)
         return max(0, queued - max(0, self.limits.max_batch_size - self.num_running))
 
+    def waiting_with(self, sequences: int) -> int:
+        """``num_waiting`` once ``sequences`` more are queued."""
+        queued = sum(s.slots for s in self.waiting) + sequences
+        return max(0, queued - max(0, self.limits.max_batch_size - self.num_running))
+
     def has_work(self) -> bool:
         return bool(self.waiting or self.prefilling or self.running or self.cancelled)
 

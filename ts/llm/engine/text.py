@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ts.llm.params import SamplingParams
 
 # Prompt tokens decoded with the first output tokens, so that a leading space or a merge with
 # the prompt's last characters comes out as it would in the whole text (SentencePiece drops the
@@ -33,12 +37,18 @@ class IncrementalText:
     ``push(token_id)`` returns the text that can be shown now: the decoded text grows only once
     it no longer ends in an incomplete UTF-8 character (U+FFFD), and text that could be the start
     of a stop string is held back until it is known not to be one. ``stopped`` is set when a stop
-    string appears; the text is cut before it. ``finish()`` returns whatever is still held back.
+    string appears; the text is cut before it (after it with ``include_stop``). A token of
+    ``end_tokens`` (the sequence ends on it: ``stop_token_ids``, EOS) adds no text, as vLLM.
+    ``finish()`` returns whatever is still held back.
     """
 
-    def __init__(self, tokenizer: Any, prompt_ids: list[int], stop: list[str] | None = None) -> None:
+    def __init__(self, tokenizer: Any, prompt_ids: list[int], stop: list[str] | None = None, *,
+                 end_tokens: Collection[int] = (), include_stop: bool = False, skip_special: bool = True) -> None:
         self._tok = tokenizer
         self._backend = backend_decode(tokenizer)
+        self._end_tokens = frozenset(end_tokens)
+        self._include_stop = include_stop
+        self._skip_special = skip_special
         context = list(prompt_ids[-PROMPT_CONTEXT_TOKENS:])
         self._ids = context
         self._prefix = 0
@@ -49,9 +59,21 @@ class IncrementalText:
         self.emitted = 0      # characters of self.text already returned
         self.stopped = False
 
+    @classmethod
+    def for_params(cls, tokenizer: Any, prompt_ids: list[int], params: SamplingParams,
+                   eos_token_ids: Collection[int]) -> IncrementalText:
+        """A sequence's text under its request's settings (stop strings and tokens, vLLM's text
+        settings); ``eos_token_ids`` end it unless ``ignore_eos``."""
+        ends: set[int] = set()
+        if not params.include_stop_str_in_output:
+            ends = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_token_ids))
+        return cls(tokenizer, prompt_ids, params.stop, end_tokens=ends,
+                   include_stop=params.include_stop_str_in_output, skip_special=params.skip_special_tokens)
+
     def _decode(self, ids: list[int]) -> str:
-        text: str = self._backend(ids, skip_special_tokens=True) if self._backend else self._tok.decode(
-            ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        text: str = (self._backend(ids, skip_special_tokens=self._skip_special) if self._backend
+                     else self._tok.decode(ids, skip_special_tokens=self._skip_special,
+                                           clean_up_tokenization_spaces=False))
         return text
 
     def _advance(self, force: bool) -> None:
@@ -66,9 +88,10 @@ class IncrementalText:
         self.text += delta
         if not self._stop:
             return
-        cut = min((i for i in (self.text.find(s, start) for s in self._stop) if i >= 0), default=-1)
-        if cut >= 0:
-            self.text = self.text[:cut]
+        found = [(i, len(s)) for i, s in ((self.text.find(s, start), s) for s in self._stop) if i >= 0]
+        if found:
+            cut, length = min(found)
+            self.text = self.text[:cut + length] if self._include_stop else self.text[:cut]
             self.stopped = True
 
     def _held_back(self) -> int:
@@ -86,7 +109,7 @@ class IncrementalText:
         return delta
 
     def push(self, token_id: int) -> str:
-        if self.stopped:
+        if self.stopped or token_id in self._end_tokens:
             return ""
         self._ids.append(int(token_id))
         self._advance(force=False)

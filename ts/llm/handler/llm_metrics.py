@@ -43,6 +43,7 @@ MODEL_LABEL = "model_name"
 @dataclass
 class _Timing:
     arrived: float
+    prompt_tokens: int  # counted when the first token shows the engine took the prompt
     first: float | None = None
     steps: int = 0  # steps that gave it tokens (one per step, whatever its n)
 
@@ -68,8 +69,13 @@ class LLMMetrics:
             metric.add_or_update(value, [self.model_name, *extra])
 
     def arrived(self, request_id: str, prompt_tokens: int) -> None:
-        self._timings[request_id] = _Timing(self.clock())
-        self._counted[PROMPT_TOKENS] += prompt_tokens
+        """A request was queued; its prompt tokens count once it gives tokens (a prompt the engine
+        refuses, perhaps a step later, never counts)."""
+        self._timings[request_id] = _Timing(self.clock(), prompt_tokens)
+
+    def pending(self, name: str) -> int:
+        """A counter's increment not recorded yet (``gauges`` records it)."""
+        return self._counted[name]
 
     def tokens(self, request_id: str, count: int) -> None:
         """A step gave a request ``count`` new tokens (all its sequences; the first: its TTFT)."""
@@ -79,6 +85,7 @@ class LLMMetrics:
         if timing.first is None:
             timing.first = self.clock()
             self._record(TTFT, timing.first - timing.arrived)
+            self._counted[PROMPT_TOKENS] += timing.prompt_tokens
         timing.steps += 1
         self._counted[GENERATION_TOKENS] += count
 

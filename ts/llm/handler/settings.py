@@ -28,6 +28,8 @@ SETTINGS: dict[str, KeySpec] = {
                                        "engine steps in a process of its own while the worker streams the answers)"),
     "strict_fields": KeySpec(boolean, "true or false (default false: unknown OpenAI request fields are ignored "
                                       "with a warning)"),
+    "ignore_vllm_fields": KeySpec(boolean, "true or false (default false: a vLLM request field tserve does not "
+                                           "implement, e.g. use_beam_search, is refused naming it)"),
     # the paged KV cache (ts/llm/engine/paged, docs/llm.md); vLLM's names where vLLM has the knob
     "paged_kv_cache": KeySpec(boolean, "true or false (default: true on one CPU process where the engine's fast "
                                        "forward runs the model, else false: the rectangle batch cache)"),
@@ -69,3 +71,14 @@ def find_model_dir(model_dir: str, model_path: str | None) -> str:
         f"no Hugging Face model folder in {model_dir}: " + (f"several hold a config.json ({', '.join(found)})"
                                                             if found else "no config.json found")
         + "; archive the save_pretrained folder as an extra file or set handler.model_path")
+
+
+def max_prompt_chars(tokenizer: Any, max_context: int) -> int | None:
+    """The most characters a prompt that fits ``max_context`` tokens can have: no token spans
+    more characters than its vocabulary entry (byte-level and SentencePiece entries have one
+    character per byte or character, WordPiece's more); None when the vocabulary cannot say."""
+    try:
+        longest = max(len(token) for token in tokenizer.get_vocab())
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return max_context * max(longest, 1)

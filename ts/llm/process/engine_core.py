@@ -109,9 +109,9 @@ def build_core_engine(config: CoreConfig) -> GenerationEngine:
     return engine
 
 
-def engine_info(engine: Engine) -> dict[str, Any]:
+def engine_info(engine: GenerationEngine) -> dict[str, Any]:
     return {"max_batch_size": engine.max_batch_size, "max_tokens_per_step": engine.max_tokens_per_step,
-            "max_waiting": engine.max_waiting,
+            "max_waiting": engine.max_waiting, "eos_token_ids": sorted(engine.eos_token_ids),
             "max_context": engine.max_context, "forward_path": engine.forward_path,
             "model_class": engine.model_class}
 
@@ -125,12 +125,18 @@ def step_stats(engine: Engine) -> tuple[Any, ...]:
 
 def pack_update(u: SequenceUpdate) -> tuple[Any, ...]:
     """A step's update as the pipe carries it (``unpack_update`` on the worker's side)."""
+    error = None if u.error is None else (u.error.status, u.error.message, u.error.param, u.error.code)
     return (u.seq_id, u.new_token_ids, u.text_delta, u.finished, u.finish_reason, u.prompt_tokens,
-            u.completion_tokens, u.logprobs)
+            u.completion_tokens, u.logprobs, error)
 
 
 def unpack_update(fields: tuple[Any, ...]) -> SequenceUpdate:
-    return SequenceUpdate(*fields)
+    *values, error = fields
+    update = SequenceUpdate(*values)
+    if error is not None:
+        status, message, param, code = error
+        update.error = LLMRequestError(status, message, param=param, code=code)
+    return update
 
 
 def refusal(seq_id: str, exc: LLMRequestError) -> tuple[Any, ...]:

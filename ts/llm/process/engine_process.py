@@ -77,6 +77,7 @@ class EngineProcess:
         self.max_context: int = info["max_context"]
         self.forward_path: str = f"{info['forward_path']}, in an engine process (pid {self.pid})"
         self.model_class: str = info["model_class"]
+        self._eos_token_ids: list[int] = info["eos_token_ids"]
 
     def waited_on(self) -> int:
         """The pipe's file descriptor, for a caller that waits on it itself (the worker's loop
@@ -128,7 +129,7 @@ class EngineProcess:
             for sid in (seq_id, *forks):
                 self._live.add(sid)
                 if not params.stop:  # with stop strings the core detokenizes, to find them
-                    self._texts[sid] = IncrementalText(self._tokenizer, ids)
+                    self._texts[sid] = IncrementalText.for_params(self._tokenizer, ids, params, self._eos_token_ids)
 
     def cancel(self, seq_id: str) -> bool:
         if seq_id not in self._live:
