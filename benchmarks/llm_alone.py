@@ -1,7 +1,7 @@
 """The LLM scenario's engine alone: tserve's paged engine under the cell's closed loop, no server.
 
 The bound (``llm_bound.py``) says what the model's forward can do; the served decode rate says
-what tserve does behind its frontend and worker. This sits between them: the same ``PagedEngine``
+what tserve does behind its frontend and worker. This sits between them: the same paged engine (``paged_engine``)
 the server runs, with the server's limits, stepped in a loop by ``clients`` simulated clients
 that each send the next prompt of the scenario's list when their last answer ends. A finished
 client's next request joins one step late (``DELAY_STEPS``): a served request's round trip
@@ -42,7 +42,7 @@ def server_limits(max_batch_size: int | None = None) -> dict[str, Any]:
     derives them (``engine_limits``); ``max_batch_size``: the running sequences (default: the
     scenario's, ``TSERVE_BATCH``)."""
     from benchmarks.llm import TSERVE_BATCH
-    from ts.llm.handler_settings import engine_limits
+    from ts.llm.handler.settings import engine_limits
 
     return engine_limits(served_settings(), TSERVE_BATCH if max_batch_size is None else max_batch_size)
 
@@ -68,9 +68,9 @@ class EngineAlone:
         decode tokens/s (``decode_tokens_per_s``), rows per step and steps."""
         import torch
 
-        from ts.llm.paged.engine import PagedEngine
+        from ts.llm.engine.paged.scheduler import paged_engine
 
-        engine = PagedEngine(self.model, self.tokenizer, **self.limits)
+        engine = paged_engine(self.model, self.tokenizer, **self.limits)
         engine.detokenize = False  # the server's engine process leaves text to the worker too
         requests = itertools.count()
 
@@ -113,8 +113,8 @@ class EngineProcessAlone:
     ``close()`` ends the engine process."""
 
     def __init__(self, model_dir: Path, tokenizer: Any, work: list[tuple[str, int]], max_batch_size: int) -> None:
-        from ts.llm.engine_core import CoreConfig
-        from ts.llm.engine_process import EngineProcess
+        from ts.llm.process.engine_core import CoreConfig
+        from ts.llm.process.engine_process import EngineProcess
 
         settings = served_settings()
         config = CoreConfig("llm-alone", str(model_dir), str(settings.get("dtype", "auto")), False, "cpu", settings,

@@ -3,7 +3,7 @@
 A bare loop of the model's forward at tserve's running batch with the engine's KV cache layout,
 run in a child process in its own session (``python -m benchmarks.llm_bound MODEL_DIR``: for each
 "SECONDS BATCH" line it reads, one line "ENGINE HF ALONE PROCESS": tokens/s with the forward tserve's
-engine runs (its fast path for this Llama: ``ts/llm/fastpath``), then with Hugging Face's forward,
+engine runs (its fast path for this Llama: ``ts/llm/engine/fastpath``), then with Hugging Face's forward,
 then the paged engine's decode rate under the cell's closed loop with no server, then the same
 engine in its engine process driven from this one (``llm_alone.py``)). The first is the bound the
 server is held to; the second shows what the fast path gained; the last two split the served gap
@@ -50,7 +50,7 @@ class BareLoop:
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
         params = inspect.signature(self.model.forward).parameters
         self.cache_kw = "cache" if "cache" in params else "past_key_values"
-        from ts.llm.fastpath import choose_forward
+        from ts.llm.engine.fastpath import choose_forward
 
         self.engine_forward, self.forward_path = choose_forward(self.model, None)
         self.batch, self.steps = batch, steps
@@ -63,7 +63,7 @@ class BareLoop:
         import torch
         from transformers import DynamicCache
 
-        from ts.llm.kvcache import BatchCache
+        from ts.llm.engine.kvcache import BatchCache
 
         config = self.model.config
         with torch.inference_mode():

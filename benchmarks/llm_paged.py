@@ -8,7 +8,7 @@ seed 0; its context raised to 512 for the 320-token prompts), float32, one torch
 
 * **Decode vs the bare loop** at c8 and c32: the LLM benchmark's prompt mix (2-84 tokens,
   16-64 new tokens, ``ignore_eos``) in a closed loop of ``c`` sequences through the engine with
-  the rectangle batch cache and with the paged cache (``ts/llm/paged``), for ``--seconds`` each;
+  the rectangle batch cache and with the paged cache (``ts/llm/engine/paged``), for ``--seconds`` each;
   decode tokens/s = decode tokens over the steps' decode time (``StepStats``). The bound: the
   engine's fast forward in a bare loop at the same batch (prompts prefilled untimed into a
   ``BatchCache``, then 40 timed decode steps), as ``benchmarks/llm_bound.py`` measures it.
@@ -50,19 +50,19 @@ def build(device: str) -> tuple[Any, Any]:
 
 
 def engine(kind: str, model: Any, tok: Any, batch: int) -> Any:
-    from ts.llm.engine import GenerationEngine
-    from ts.llm.paged.engine import PagedEngine
+    from ts.llm.engine.generation import GenerationEngine
+    from ts.llm.engine.paged.scheduler import paged_engine
 
     limits = {"max_batch_size": batch, "max_tokens_per_step": 512, "max_waiting": 1024}
     if kind == "rectangle":
         return GenerationEngine(model, tok, **limits)
-    return PagedEngine(model, tok, prefix_caching=kind == "paged", **limits)
+    return paged_engine(model, tok, prefix_caching=kind == "paged", **limits)
 
 
 def closed_loop(eng: Any, work: Iterator[tuple[list[int], int]], concurrency: int, seconds: float | None,
                 requests: int | None = None) -> dict[str, float]:
     """``concurrency`` sequences kept in the engine until ``seconds`` pass (or ``requests`` finish)."""
-    from ts.llm.engine import SamplingParams
+    from ts.llm.params import SamplingParams
 
     added: dict[str, float] = {}
     ttft: list[float] = []
@@ -108,8 +108,8 @@ def bare_loop(model: Any, prompts: list[list[int]], steps: int) -> tuple[float, 
     with the engine's fast forward and its rectangle cache."""
     from transformers import DynamicCache
 
-    from ts.llm.fastpath import choose_forward
-    from ts.llm.kvcache import BatchCache
+    from ts.llm.engine.fastpath import choose_forward
+    from ts.llm.engine.kvcache import BatchCache
 
     fwd, _ = choose_forward(model, True)
     assert fwd is not None

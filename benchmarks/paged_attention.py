@@ -1,13 +1,13 @@
 """Decode attention over a paged KV cache, several ways, in-process on this machine's CPU.
 
-Each row's keys/values live in ``block_size``-token blocks of one pool (``ts/llm/paged``); a
+Each row's keys/values live in ``block_size``-token blocks of one pool (``ts/llm/engine/paged``); a
 decode step's one query per row must attend to that row's real tokens only. Compared:
 
 * ``gather tokens+sdpa``: each row's slots gathered token by token into a right-padded
   ``(rows, kv_heads, longest, dim)`` tensor, SDPA with a per-row length mask;
-* ``engine decode``: the engine's ``PagedDecode`` (``ts/llm/paged/parts.py``), its rows in one
+* ``engine decode``: the engine's ``PagedDecode`` (``ts/llm/engine/paged/parts.py``), its rows in one
   padded gather, in groups of similar table width, and through the native kernel that reads
-  each row's blocks in place (``ts/llm/paged/native.py``: what the engine runs on a CPU
+  each row's blocks in place (``ts/llm/engine/paged/native.py``: what the engine runs on a CPU
   float32 or bfloat16 pool), timed alternately;
 * ``gather blocks+sdpa``: the same with whole blocks (``index_select`` of the block table, the
   row padded to the widest table) -- the engine's single-group case;
@@ -130,15 +130,15 @@ def engine_decode(rows: int, iters: int, num_blocks: int, keys: torch.Tensor, va
     """The engine's own decode part (``PagedDecode``) with its rows in one padded gather, in
     width groups and through the native kernel, timed alternately 15 times each (medians): this
     machine drifts more between separate runs than the gather's two forms differ."""
-    from ts.llm.paged import native, parts
-    from ts.llm.paged.storage import KVStorage
+    from ts.llm.engine.paged import native, parts
+    from ts.llm.engine.paged.storage import KVStorage
 
     storage = KVStorage(1, num_blocks, BLOCK)
     storage.keys, storage.values = [keys], [values]
     new_k, new_v = torch.randn(1, KV_HEADS, rows, DIM, generator=g), torch.randn(1, KV_HEADS, rows, DIM, generator=g)
     q_rows = q.view(rows, HEADS, DIM).transpose(0, 1).unsqueeze(0)  # the fast forward's (1, heads, rows, dim)
 
-    class _Sdpa:  # the fast forward's one-query GQA call (ts/llm/fastpath/llama.py)
+    class _Sdpa:  # the fast forward's one-query GQA call (ts/llm/engine/fastpath/llama.py)
         q_size = HEADS * DIM
         scale = DIM ** -0.5
 

@@ -208,14 +208,14 @@ def test_the_engine_alone_runs_the_cells_closed_loop_and_counts_decode_tokens_on
     work = [("one two three", 3), ("four", 2), ("five six seven eight nine", 4)]
     alone = llm_alone.EngineAlone(model, tok, work, max_batch_size=4)
     sent: list[str] = []
-    real_add = __import__("ts.llm.paged.engine", fromlist=["PagedEngine"]).PagedEngine.add
+    real_add = __import__("ts.llm.engine.generation", fromlist=["GenerationEngine"]).GenerationEngine.add
 
     def spy(engine, seq_id, *args, **kwargs):
         sent.append(seq_id)
         return real_add(engine, seq_id, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("ts.llm.paged.engine.PagedEngine.add", spy)
+        mp.setattr("ts.llm.engine.generation.GenerationEngine.add", spy)
         out = alone.measure(0.3, clients=3, warmup_s=0.1)
     assert out["steps"] > 0 and out["decode_tokens_per_s"] > 0
     assert 0 < out["rows_per_step"] <= 3  # never more rows than clients

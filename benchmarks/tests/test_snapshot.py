@@ -31,4 +31,4 @@ def test_a_file_changed_after_the_snapshot_is_named_and_a_fresh_one_is_quiet(tmp
     os.utime(snapshot / "TAKEN", (past + 30, past + 30))  # taken after that file, before the edit below
     assert servers.stale_snapshot() is None
     (repo / "ts" / "llm" / "engine.py").write_text("x = 2\n")
-    assert servers.stale_snapshot() == f"ts/llm/engine.py changed after {snapshot} was taken"
+    assert servers.stale_snapshot() == f"ts/llm/engine/generation.py changed after {snapshot} was taken"

@@ -13,7 +13,7 @@ KServe envelopes (``request_body``). What must hold, else the input is reported 
   the other request of the batch is decoded as usual;
 * an envelope raises nothing but ``PredictionException`` with status 400.
 
-The LLM handler's decoding (``ts.llm.fields.load_body``) imports torch; test/unit/test_deep_json.py
+The LLM handler's decoding (``ts.llm.api.fields.load_body``) imports torch; test/unit/test_deep_json.py
 covers it.
 """
 

@@ -41,9 +41,10 @@ def _worst_margin(model, prompt: list[int], generated: list[int], device: str) -
 def main() -> int:
     import torch
 
-    from ts.llm.engine import GenerationEngine, SamplingParams
-    from ts.llm.paged.engine import PagedEngine
     from ts.testing.tiny_llm import build_model, build_tokenizer
+    from ts.llm.engine.generation import GenerationEngine
+    from ts.llm.engine.paged.scheduler import PagedKV, paged_engine
+    from ts.llm.params import SamplingParams
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
@@ -64,18 +65,18 @@ def main() -> int:
         refs.append(out[0, len(x):].tolist())
     engines = {
         "rectangle cache, fast forward": GenerationEngine(model, tok, max_batch_size=4),
-        "paged cache, fast forward": PagedEngine(model, tok, max_batch_size=4, block_size=4, num_blocks=20),
-        "paged cache, HF forward": PagedEngine(model, tok, max_batch_size=4, block_size=4, num_blocks=20,
+        "paged cache, fast forward": paged_engine(model, tok, max_batch_size=4, block_size=4, num_blocks=20),
+        "paged cache, HF forward": paged_engine(model, tok, max_batch_size=4, block_size=4, num_blocks=20,
                                               fast_path=False),
     }
     # the pool sized from a memory budget (kv_cache_memory_fraction): the blocks the arithmetic
     # promises must take the bytes it says once the storage exists
-    from ts.llm.paged.budget import available_bytes, blocks_in_budget, bytes_per_block
+    from ts.llm.engine.paged.budget import available_bytes, blocks_in_budget, bytes_per_block
 
     per_block = bytes_per_block(model.config, model.config.num_hidden_layers, 4, dtype)
     free = available_bytes(torch.device(args.device))
     budget_blocks = min(blocks_in_budget(0.001, free, per_block), 4096)
-    engines["paged cache, pool from kv_cache_memory_fraction"] = PagedEngine(
+    engines["paged cache, pool from kv_cache_memory_fraction"] = paged_engine(
         model, tok, max_batch_size=4, block_size=4, num_blocks=budget_blocks)
     failed = False
     for name, engine in engines.items():
@@ -87,10 +88,10 @@ def main() -> int:
         worst = max(_worst_margin(model, x, g, args.device) for x, g in zip(ids, got, strict=True))
         ok = got == refs if dtype == torch.float32 else worst <= 0.02
         extra = ""
-        if isinstance(engine, PagedEngine):
-            extra = f", {engine.preemptions} preemptions, prefix hit rate {engine.prefix_stats.hit_rate:.2f}"
+        if isinstance(engine.kv, PagedKV):
+            extra = f", {engine.kv.preemptions} preemptions, prefix hit rate {engine.kv.prefix_stats.hit_rate:.2f}"
         if name.endswith("kv_cache_memory_fraction"):
-            held = sum(t.nbytes for t in engine.storage.keys + engine.storage.values)
+            held = sum(t.nbytes for t in engine.kv.storage.keys + engine.kv.storage.values)
             ok &= held == budget_blocks * per_block
             extra += (f"; {budget_blocks} blocks of {per_block} B from 0.001 of {free} B free: storage holds "
                       f"{held} B")

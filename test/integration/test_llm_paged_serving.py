@@ -2,7 +2,7 @@
 answers exactly ``generate``'s greedy text, a second request sharing the first one's long
 prefix is served from the prefix cache, and the hit rate reaches ``/metrics``. The pool is sized
 from a memory budget (``kv_cache_memory_fraction``); the worker's decode rows read it through the
-native kernel (ts/llm/paged/native.py), as its log says."""
+native kernel (ts/llm/engine/paged/native.py), as its log says."""
 
 from __future__ import annotations
 

@@ -207,7 +207,7 @@ def test_fast_path_off_gives_the_same_tokens_and_the_log_says_which_forward(serv
             return text if "LLM tiny_llm_hf:" in text else None
 
         logs = harness.wait_for(load_lines, timeout=30, what="the worker's load line")
-        assert "LLM tiny_llm: LlamaForCausalLM" in logs and "the engine's fast forward (ts/llm/fastpath)" in logs
+        assert "LLM tiny_llm: LlamaForCausalLM" in logs and "the engine's fast forward (ts/llm/engine/fastpath)" in logs
         assert "Hugging Face's forward (fast_path: false)" in logs
     finally:
         requests.delete(f"{server.management_url}/models/tiny_llm_hf", timeout=60)

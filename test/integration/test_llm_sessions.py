@@ -1,6 +1,6 @@
 """The built-in LLM handler on a stateful model (sequenceBatching + continuousBatching), served for
 real: a sequence is a conversation. Each turn's greedy tokens equal ``model.generate`` on the
-earlier turns' prompt and output ids followed by the turn's own prompt ids (ts/llm/sessions.py),
+earlier turns' prompt and output ids followed by the turn's own prompt ids (ts/llm/handler/sessions.py),
 with two conversations running at once through the continuous engine; an ended sequence's id
 starts a new conversation."""
 

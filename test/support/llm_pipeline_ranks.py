@@ -4,8 +4,8 @@
         --max-batch-size B --max-tokens-per-step S [--paged-blocks K --block-size Z] --output out.json PROMPT...
 
 Every rank builds the same tiny Llama (ts/testing/tiny_llm.py, seeded), keeps its own stage and runs
-the same batch through ``PipelineEngine.generate_all`` (``PagedPipelineEngine`` with
-``--paged-blocks``: a pool of K blocks of Z tokens on every stage): the same commands on every
+the same batch through ``stage_engine(...).generate_all`` (with ``--paged-blocks``: the paged
+cache, a pool of K blocks of Z tokens on every stage): the same commands on every
 rank, as the coordinator gives them in the server. Rank 0 writes each prompt's generated token ids and
 each rank's stage (its layers and parameter count) and the seconds generation took to
 ``--output``.
@@ -14,6 +14,7 @@ each rank's stage (its layers and parameter count) and the seconds generation to
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import time
@@ -21,9 +22,10 @@ import time
 import torch
 import torch.distributed as dist
 
-from ts.llm.engine import SamplingParams
-from ts.llm.pipeline_parallel import PagedPipelineEngine, PipelineEngine, PipelineStage
 from ts.testing.tiny_llm import build_model, build_tokenizer
+from ts.llm.engine.paged.scheduler import PagedKV
+from ts.llm.engine.pipeline_parallel import PipelineStage, stage_engine
+from ts.llm.params import SamplingParams
 
 
 def main() -> None:
@@ -43,8 +45,9 @@ def main() -> None:
     tok = build_tokenizer()
     stage = PipelineStage(build_model(tok, num_layers=args.layers), rank, world, torch.device("cpu"))
     limits = dict(max_batch_size=args.max_batch_size, max_tokens_per_step=args.max_tokens_per_step)
-    engine = (PagedPipelineEngine(stage, tok, **limits, num_blocks=args.paged_blocks, block_size=args.block_size)
-              if args.paged_blocks else PipelineEngine(stage, tok, **limits))
+    engine = (stage_engine(stage, tok, **limits, kv_cache=functools.partial(
+        PagedKV, num_blocks=args.paged_blocks, block_size=args.block_size))
+              if args.paged_blocks else stage_engine(stage, tok, **limits))
     batch = [(str(i), tok(p)["input_ids"], SamplingParams(max_new_tokens=args.new_tokens))
              for i, p in enumerate(args.prompts)]
     # n=2 with logprobs: the fork and the logprobs the last stage computed reach rank 0
@@ -55,9 +58,9 @@ def main() -> None:
     stages = [None] * world
     dist.all_gather_object(stages, {"layers": [stage.start, stage.end],
                                     "parameters": sum(p.numel() for p in stage.model.parameters()),
-                                    "cache_layers": engine._num_layers,
-                                    "preemptions": getattr(engine, "preemptions", None),
-                                    "prefix_hits": engine.prefix_stats.hit if args.paged_blocks else None})
+                                    "cache_layers": engine.state.num_layers,
+                                    "preemptions": getattr(engine.kv, "preemptions", None),
+                                    "prefix_hits": engine.kv.prefix_stats.hit if args.paged_blocks else None})
     if rank == 0:
         tokens = {args.prompts[int(k)]: r.token_ids for k, r in results.items() if k.isdigit()}
         forked = {k: [[e.token, e.logprob, e.top] for e in r.logprobs] for k, r in results.items() if k.startswith("n")}

@@ -75,7 +75,7 @@ def reference(model, ids: list[int], n: int, eos: int | list[int] | None = None)
 
 
 def conversation_texts(tok, model, prompts: list[str], n: int) -> list[str]:
-    """Each turn's greedy text given the whole conversation before it (ts/llm/sessions.py): the
+    """Each turn's greedy text given the whole conversation before it (ts/llm/handler/sessions.py): the
     earlier turns' prompt and generated ids, then the turn's own prompt ids."""
     history: list[int] = []
     out = []
@@ -201,3 +201,12 @@ def penalised_greedy(model: Any, ids: list[int], n: int, presence: float, freque
 
 def tokens(ups: list) -> list[int]:
     return [t for u in ups for t in u.new_token_ids]
+
+
+def drain(handler: Any) -> dict[str, list[Any]]:
+    """Step an LLMHandler until it has no work: each request's events, in order."""
+    events: dict[str, list[Any]] = {}
+    while handler.has_work():
+        for e in handler.step():
+            events.setdefault(e.request_id, []).append(e)
+    return events

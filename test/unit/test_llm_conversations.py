@@ -1,7 +1,7 @@
 """LLMHandler on a stateful model (sequenceBatching): a sequence is a conversation. Each turn is
 given the earlier turns' prompt and generated ids, then its own prompt ids; greedy tokens equal
 ``model.generate`` on exactly that concatenation. Start, SEQUENCE_END, cancel and refusal leave
-the conversation as documented (ts/llm/sessions.py)."""
+the conversation as documented (ts/llm/handler/sessions.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
 
 from ts.context import Context
-from ts.llm.sessions import Conversations
+from ts.llm.handler.sessions import Conversations
 from ts.model_settings import ModelSettings
 from ts.torch_handler.llm_handler import LLMHandler, LLMRequestError
 

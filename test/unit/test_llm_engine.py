@@ -1,4 +1,4 @@
-"""The continuous-batching engine (ts/llm/engine.py) against Hugging Face's own generate.
+"""The continuous-batching engine (ts/llm/engine/generation.py) against Hugging Face's own generate.
 
 The model is a 2-layer Llama built from a config with seeded random weights and the tokenizer a
 byte-level BPE trained locally (ts/testing/tiny_llm.py): no downloads. The weights use init std 0.2
@@ -13,8 +13,9 @@ import pytest
 import torch
 from llm_support import model_fixture, one_thread_fixture, reference, run, tok_fixture, tokens  # noqa: F401 - fixtures
 
-from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
-from ts.llm.text import IncrementalText
+from ts.llm.engine.generation import GenerationEngine
+from ts.llm.engine.text import IncrementalText
+from ts.llm.params import LLMRequestError, SamplingParams
 
 PROMPTS = [
     "Hello",
@@ -144,7 +145,7 @@ def test_incremental_text_calls_the_rust_decode_only_when_it_is_the_same_call(to
     """A fast tokenizer's decode is its Rust tokenizer's; a class that changes decode keeps its own."""
     import copy
 
-    from ts.llm.text import backend_decode
+    from ts.llm.engine.text import backend_decode
 
     def stream(tokenizer, ids: list[int]) -> str:
         inc = IncrementalText(tokenizer, [], None)
@@ -293,7 +294,7 @@ def test_greedy_equals_generate_on_cuda(tok):
 def test_batch_cache_grows_past_its_first_capacity_and_rows_move(model, tok):
     """Sequences longer than the cache's first 64 columns, finishing out of order (the last row
     moves into each freed one), still decode exactly."""
-    from ts.llm.kvcache import INITIAL_COLUMNS
+    from ts.llm.engine.kvcache import INITIAL_COLUMNS
 
     long_ids = tok(" ".join(PROMPTS))["input_ids"]
     assert len(long_ids) + 30 > INITIAL_COLUMNS

@@ -1,4 +1,4 @@
-"""The engine in a process of its own (``handler.engine_process``, ts/llm/engine_core.py and
+"""The engine in a process of its own (``handler.engine_process``, ts/llm/process/engine_core.py and
 engine_process.py): the same answers as the engine in the worker, refusals a step later, a
 cancelled request freed in the core, a failed step and a killed core answered, and the core
 stopped with the handler."""
@@ -17,9 +17,9 @@ from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, re
 
 from ts.context import Context
 from ts.handler_utils.distributed.config import ModelConfigError
-from ts.llm.engine import GenerationEngine
-from ts.llm.engine_core import pack_update, run, unpack_update
-from ts.llm.engine_process import EngineProcess, EngineStepFailed
+from ts.llm.engine.generation import GenerationEngine
+from ts.llm.process.engine_core import pack_update, run, unpack_update
+from ts.llm.process.engine_process import EngineProcess, EngineStepFailed
 from ts.model_settings import ModelSettings
 from ts.torch_handler.llm_handler import LLMEvent, LLMHandler
 

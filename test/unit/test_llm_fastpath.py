@@ -1,4 +1,4 @@
-"""The engine's fast forward (ts/llm/fastpath) against Hugging Face's own generate, per family.
+"""The engine's fast forward (ts/llm/engine/fastpath) against Hugging Face's own generate, per family.
 
 Each supported family (Llama, Mistral without a sliding window, Qwen2 with its q/k/v biases) is
 built tiny from a config with seeded random weights (init std 0.2, as ts/testing/tiny_llm.py explains);
@@ -14,8 +14,9 @@ import torch
 from llm_support import model_fixture, one_thread_fixture, reference, run, tok_fixture, tokens  # noqa: F401 - fixtures
 from test_llm_engine import PROMPTS as ENGINE_PROMPTS
 
-from ts.llm.engine import GenerationEngine, SamplingParams
-from ts.llm.fastpath import choose_forward
+from ts.llm.engine.fastpath import choose_forward
+from ts.llm.engine.generation import GenerationEngine
+from ts.llm.params import SamplingParams
 
 PROMPTS = ENGINE_PROMPTS[:5]  # the engine tests' mixed lengths, without the non-ASCII ones
 LONG = ("Streaming sends every token to the client as soon as it is produced. The cache keeps the keys "
@@ -126,7 +127,7 @@ def test_the_switch_and_unsupported_models(model, tok):
 
 
 def test_models_the_fast_forward_cannot_run_exactly_are_named(tok):
-    from ts.llm.fastpath.llama import unsupported_reason
+    from ts.llm.engine.fastpath.llama import unsupported_reason
 
     model = build("llama", tok)
     assert unsupported_reason(model) is None
@@ -140,13 +141,13 @@ def test_models_the_fast_forward_cannot_run_exactly_are_named(tok):
 def recording_forwards(engine) -> list[list[str]]:
     """Each fast forward's parts by kind, in the order the engine's steps ran them."""
     calls: list[list[str]] = []
-    forward = engine._fast_forward.forward
+    forward = engine.runner.fast_forward.forward
 
     def record(parts):
         calls.append([type(p).__name__ for p in parts])
         return forward(parts)
 
-    engine._fast_forward.forward = record
+    engine.runner.fast_forward.forward = record
     return calls
 
 
@@ -210,11 +211,11 @@ def test_a_mixed_steps_time_splits_into_decode_and_the_prompts_own_work(model, t
     took = time.perf_counter() - started
     stats = engine.last_step
     assert stats.decode_tokens == 1 and stats.prefilled == ["b"]
-    prompts_s = engine._fast_forward.rest_s
+    prompts_s = engine.runner.fast_forward.rest_s
     assert prompts_s > 0
     assert stats.prefill_s > prompts_s and stats.decode_s > 0
     assert stats.decode_s + stats.prefill_s <= took
-    fast = engine._fast_forward
+    fast = engine.runner.fast_forward
     x, w, b = torch.randn(9, 64), torch.randn(96, 64), torch.randn(96)
     for bias in (None, b):
         alone = torch.cat([torch.nn.functional.linear(x[:1], w, bias), torch.nn.functional.linear(x[1:], w, bias)])

@@ -7,11 +7,18 @@ import json
 import sys
 
 import pytest
-from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
+from llm_support import (  # noqa: F401 - fixtures
+    drain,
+    model_dir_fixture,
+    model_fixture,
+    one_thread_fixture,
+    reference,
+    tok_fixture,
+)
 
 from ts.context import Context, RequestProcessor
 from ts.handler_utils.distributed.config import ModelConfigError
-from ts.llm.engine import GenerationEngine
+from ts.llm.engine.generation import GenerationEngine
 from ts.model_settings import ModelSettings
 from ts.torch_handler.llm_handler import LLMEvent, LLMHandler, LLMRequestError
 
@@ -31,14 +38,6 @@ def handler(model_dir):
     # the rectangle cache, pinned: these tests' engine behaviour (n's batch slots) is its own; the paged
     # cache, this model's default on a CPU, has test_llm_paged.py
     return make_handler(model_dir, {"max_new_tokens": 6, "max_context": 128, "paged_kv_cache": False})
-
-
-def drain(h: LLMHandler) -> dict[str, list[LLMEvent]]:
-    events: dict[str, list[LLMEvent]] = {}
-    while h.has_work():
-        for e in h.step():
-            events.setdefault(e.request_id, []).append(e)
-    return events
 
 
 def sse(raw: bytes) -> list:
@@ -300,9 +299,9 @@ def test_failed_step_fails_every_request(handler, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("device lost")
 
-    monkeypatch.setattr(h.engine, "_forward", boom)  # Hugging Face's forward
-    if h.engine._fast_forward is not None:  # the engine's own (its steps run decode and prefill in one)
-        monkeypatch.setattr(h.engine._fast_forward, "forward", boom)
+    monkeypatch.setattr(h.engine.runner, "forward", boom)  # Hugging Face's forward
+    if h.engine.runner.fast_forward is not None:  # the engine's own (its steps run decode and prefill in one)
+        monkeypatch.setattr(h.engine.runner.fast_forward, "forward", boom)
     events = {e.request_id: e for e in h.step()}
     assert events["f1"].status == 500 and "device lost" in events["f1"].message
     assert json.loads(events["f2"].final)["error"]["type"] == "server_error"
@@ -425,4 +424,4 @@ def test_on_ranks_a_sampled_request_without_a_seed_gets_one_every_rank_uses(mode
     h.add_request("r2", json.dumps({"prompt": "Hello"}).encode(), {})  # greedy: no generator, no seed
     published = {c[1]: c[3]["seed"] for c in h._commands}
     assert isinstance(published["r1"], int) and published["r2"] is None
-    assert h.engine._waiting[0].generator.initial_seed() == published["r1"], "rank 0 samples with the published seed"
+    assert h.engine.state.waiting[0].generator.initial_seed() == published["r1"], "rank 0 samples with the published seed"

@@ -1,12 +1,12 @@
-"""LLMMetrics (ts/llm/llm_metrics.py) through the worker's real metrics cache: the token counters'
+"""LLMMetrics (ts/llm/handler/llm_metrics.py) through the worker's real metrics cache: the token counters'
 increments are summed and recorded with the gauges (every GAUGE_INTERVAL_S, or when forced as the
 engine goes idle), one record each, not one per request per step; per-request latencies stay
 one record per request."""
 
 from __future__ import annotations
 
-from ts.llm import llm_metrics
-from ts.llm.llm_metrics import LLMMetrics
+from ts.llm.handler import llm_metrics
+from ts.llm.handler.llm_metrics import LLMMetrics
 from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 from ts.metrics.outbox import take_records
 

@@ -1,4 +1,4 @@
-"""The paged cache's native decode attention (ts/llm/paged/native.py, paged_decode.c) alone: its
+"""The paged cache's native decode attention (ts/llm/engine/paged/native.py, paged_decode.c) alone: its
 output against the block gather into SDPA it replaces, over float32 and bfloat16 pools with
 shuffled blocks, grouped query heads, one-token and block-boundary lengths, on one thread and two;
 the engine's decode part through it against the gather; then how it is built, cached and declined
@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ts.llm.paged import native
+from ts.llm.engine.paged import native
 
 
 def kernel_for(dtype):
@@ -110,12 +110,12 @@ def test_a_bfloat16_pool_is_read_as_float32(rows):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_engines_decode_part_through_the_kernel_equals_the_gather(dtype):
-    """``PagedDecode`` (ts/llm/paged/parts.py) as the fast forward calls it: its keys written
+    """``PagedDecode`` (ts/llm/engine/paged/parts.py) as the fast forward calls it: its keys written
     into the pool, then attention through the kernel and through the block gather."""
-    from ts.llm.paged.parts import PagedDecode
-    from ts.llm.paged.storage import KVStorage
+    from ts.llm.engine.paged.parts import PagedDecode
+    from ts.llm.engine.paged.storage import KVStorage
 
-    class Forward:  # the fast forward's sizes and SDPA call (ts/llm/fastpath/llama.py)
+    class Forward:  # the fast forward's sizes and SDPA call (ts/llm/engine/fastpath/llama.py)
         kv_heads, head_dim, q_size, scale = 2, 32, 4 * 32, 32 ** -0.5
 
         def attention(self, q, k, v, mask):

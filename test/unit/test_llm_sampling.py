@@ -1,4 +1,4 @@
-"""The engine's sampling features (ts/llm/sampling.py, the forks of ts/llm/engine.py) against the
+"""The engine's sampling features (ts/llm/engine/sampling.py, the forks of ts/llm/engine/generation.py) against the
 model's own logits computed by hand: n forks that prefill once, logprobs, penalties, min_p,
 min_tokens, stop_token_ids, logit_bias."""
 
@@ -17,7 +17,8 @@ from llm_support import (  # noqa: F401 - fixtures
     tokens,
 )
 
-from ts.llm.engine import GenerationEngine, SamplingParams
+from ts.llm.engine.generation import GenerationEngine
+from ts.llm.params import SamplingParams
 
 PROMPT = "Once upon a time there was"
 LOGPROB_TOLERANCE = 1e-4  # float32 log_softmax of the same logits, batched differently
@@ -144,7 +145,7 @@ def test_json_schema_output_always_validates_and_unconstrained_would_not(model, 
 
     import jsonschema
 
-    from ts.llm.structured import grammar_from_response_format
+    from ts.llm.api.structured import grammar_from_response_format
 
     grammar = grammar_from_response_format({"type": "json_schema", "json_schema": {"name": "p", "schema": SCHEMA}})
     ids = tok(PROMPT)["input_ids"]
@@ -163,8 +164,8 @@ def test_json_schema_output_always_validates_and_unconstrained_would_not(model, 
 def test_json_object_and_bad_response_formats(model, tok):
     import json
 
+    from ts.llm.api.structured import grammar_from_response_format
     from ts.llm.params import LLMRequestError
-    from ts.llm.structured import grammar_from_response_format
 
     assert grammar_from_response_format({"type": "text"}) is None
     grammar = grammar_from_response_format({"type": "json_object"})
@@ -181,10 +182,10 @@ def test_json_object_and_bad_response_formats(model, tok):
 def test_the_paged_engine_serves_n_and_logprobs_too(model, tok):
     """With the paged KV cache the forks are sequences of their own whose prompt blocks come from
     the prefix cache; greedy tokens and logprobs are the rectangle engine's."""
-    from ts.llm.paged.engine import PagedEngine
+    from ts.llm.engine.paged.scheduler import paged_engine
 
     ids = tok(PROMPT)["input_ids"]
-    engine = PagedEngine(model, tok, max_batch_size=4)
+    engine = paged_engine(model, tok, max_batch_size=4)
     engine.add("a", ids, SamplingParams(max_new_tokens=6, logprobs=1), ["a/1", "a/2"])
     updates, _ = run(engine, {})
     ref = reference(model, ids, 6)
@@ -196,7 +197,7 @@ def test_the_paged_engine_serves_n_and_logprobs_too(model, tok):
 
 
 def test_auto_tool_choice_reads_hermes_calls_and_leaves_text_alone() -> None:
-    from ts.llm.tools import tool_policy
+    from ts.llm.api.tools import tool_policy
 
     tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
     policy = tool_policy({"tools": tools})

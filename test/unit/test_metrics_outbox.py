@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ts.llm.api import LLMEvent
+from ts.llm.api.request import LLMEvent
 from ts.metrics.metric_cache_abstract import MetricCacheAbstract
 from ts.metrics.outbox import MetricsOutbox, take_records
 from ts.pipeline.continuous import ContinuousPipeline

@@ -14,7 +14,8 @@ from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, to
 
 from ts.context import Context
 from ts.handler_utils.distributed.config import ModelConfigError
-from ts.llm.engine import GenerationEngine, SamplingParams
+from ts.llm.engine.generation import GenerationEngine
+from ts.llm.params import SamplingParams
 from ts.torch_handler.llm_handler import LLMHandler
 from ts.torch_handler.vllm_handler import VLLMHandler
 

@@ -4,6 +4,7 @@ error a refused request carries (an HTTP status and OpenAI's error fields)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -42,52 +43,131 @@ class LLMRequestError(PredictionException):
                           "param": self.param, "code": self.code}}
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """A value for an error message: its repr, shortened (the message is also the HTTP reason
+    phrase, and a hostile value may be megabytes long)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text)} characters)"
+
+
 def _bad(param: str, message: str) -> LLMRequestError:
     return LLMRequestError(400, message, param=param, code="invalid_value")
 
 
 MAX_LOGPROBS = 20  # OpenAI's top_logprobs limit
+SEED_RANGE = (-2**63, 2**63 - 1)
+GREEDY_BELOW = 1e-5  # a 64-bit signed integer, as vLLM's seed field
+
+# A setting's check: ``(name, value) -> the value to keep``; a 400 naming the field when bad.
+Check = Callable[[str, Any], Any]
 
 
-def _token_biases(value: Any) -> dict[int, float]:
+def _is_number(value: Any, integer: bool) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        return False
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def number(rule: str, ok: Callable[[float], bool], integer: bool = False) -> Check:
+    """A finite number (an integer when ``integer``) that passes ``ok``; ``rule`` says which."""
+    def check(name: str, value: Any) -> Any:
+        if not _is_number(value, integer):
+            raise _bad(name, f"{name} must be {'an integer' if integer else 'a number'}, got {shown(value)}")
+        if not ok(value):
+            raise _bad(name, f"{name} must be {rule}, got {shown(value)}")
+        if integer:
+            return value
+        try:
+            return float(value)  # an integer given for a number (tensors of Python ints overflow at 64 bits)
+        except OverflowError:
+            raise _bad(name, f"{name} must be {rule}, got {shown(value)}") from None
+    return check
+
+
+def flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _bad(name, f"{name} must be true or false, got {shown(value)}")
+    return value
+
+
+def _stop_strings(name: str, value: Any) -> list[str]:
+    value = [value] if isinstance(value, str) else value
+    if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
+        raise _bad(name, f"{name} must be a string or a list of non-empty strings, got {shown(value)}")
+    return value
+
+
+def _token_ids(name: str, value: Any) -> list[int]:
+    if not isinstance(value, list) or not all(_is_number(t, True) and t >= 0 for t in value):
+        raise _bad(name, f"{name} must be a list of token ids, got {shown(value)}")
+    return value
+
+
+def _token_biases(name: str, value: Any) -> dict[int, float]:
     """``logit_bias`` as ``{token id: bias}``; JSON gives the ids as strings (OpenAI's form)."""
     if not isinstance(value, dict):
-        raise _bad("logit_bias", f"logit_bias must be an object of token id -> bias, got {value!r}")
+        raise _bad(name, f"{name} must be an object of token id -> bias, got {shown(value)}")
     out: dict[int, float] = {}
     for key, bias in value.items():
         try:
             token = int(key)
         except (TypeError, ValueError):
-            raise _bad("logit_bias", f"logit_bias: {key!r} is not a token id") from None
-        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not -100 <= bias <= 100:
-            raise _bad("logit_bias", f"logit_bias[{key}] must be a number between -100 and 100, got {bias!r}")
+            raise _bad(name, f"{name}: {shown(key)} is not a token id") from None
+        if not _is_number(bias, False) or not -100 <= bias <= 100:
+            raise _bad(name, f"{name}[{key}] must be a number between -100 and 100, got {shown(bias)}")
         out[token] = float(bias)
     return out
 
 
+def setting(default: Any, check: Check | None = None, *, request: bool = True, vllm: bool = False) -> Any:
+    """A ``SamplingParams`` field: its ``check`` (None: the engine sets it, already checked);
+    ``request``: a request may set it by this name (every form); ``vllm``: vllm_handler passes it
+    to vLLM's SamplingParams under the same name."""
+    factory = (lambda: type(default)()) if isinstance(default, (list, dict)) else None
+    metadata = {"check": check, "request": request, "vllm": vllm}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
 @dataclass
 class SamplingParams:
-    """Per-request generation settings. ``temperature`` 0 is greedy; ``top_k`` 0 and ``top_p`` 1
-    turn those filters off; ``seed`` makes sampling reproducible; ``stop`` strings end the
-    output (and are cut from it); EOS ends it unless ``ignore_eos``."""
+    """Per-request generation settings, each declared with its check (``setting``).
+    ``temperature`` 0 is greedy; ``top_k`` 0 and ``top_p`` 1 turn those filters off; ``seed``
+    makes sampling reproducible; ``stop`` strings end the output (and are cut from it); EOS ends
+    it unless ``ignore_eos``."""
 
-    max_new_tokens: int = 16
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
-    stop: list[str] = field(default_factory=list)
-    ignore_eos: bool = False
-    # logits processors (ts/llm/sampling.py), OpenAI's / vLLM's semantics
-    presence_penalty: float = 0.0      # subtracted once from every token already generated
-    frequency_penalty: float = 0.0     # subtracted per occurrence in the output
-    repetition_penalty: float = 1.0    # divides positive (multiplies negative) logits of prompt + output tokens
-    min_p: float = 0.0                 # drop tokens less likely than min_p x the most likely one
-    min_tokens: int = 0                # EOS and stop_token_ids are masked until this many tokens
-    stop_token_ids: list[int] = field(default_factory=list)
-    logit_bias: dict[int, float] = field(default_factory=dict)
-    logprobs: int | None = None        # None: off; k: the chosen token's log-probability and the k most likely
-    grammar: str | None = None         # structured output: an llguidance grammar (ts/llm/structured.py)
+    max_new_tokens: int = setting(16, number("at least 1", lambda v: v >= 1, integer=True), request=False)
+    temperature: float = setting(0.0, number(">= 0", lambda v: v >= 0), vllm=True)
+    top_p: float = setting(1.0, number("in (0, 1]", lambda v: 0 < v <= 1), vllm=True)
+    top_k: int = setting(0, number(">= 0 (0 turns it off)", lambda v: v >= 0, integer=True))
+    seed: int | None = setting(None, number(f"between {SEED_RANGE[0]} and {SEED_RANGE[1]} (64 bits)",
+                                            lambda v: SEED_RANGE[0] <= v <= SEED_RANGE[1], integer=True),
+                               vllm=True)
+    stop: list[str] = setting([], _stop_strings)
+    ignore_eos: bool = setting(False, flag, vllm=True)
+    # logits processors (ts/llm/engine/sampling.py), OpenAI's / vLLM's semantics
+    # subtracted once from every token already generated
+    presence_penalty: float = setting(0.0, number("between -2 and 2", lambda v: -2 <= v <= 2), vllm=True)
+    # subtracted per occurrence in the output
+    frequency_penalty: float = setting(0.0, number("between -2 and 2", lambda v: -2 <= v <= 2), vllm=True)
+    # divides positive (multiplies negative) logits of prompt + output tokens
+    repetition_penalty: float = setting(1.0, number("> 0 (1 turns it off)", lambda v: v > 0), vllm=True)
+    # drop tokens less likely than min_p x the most likely one
+    min_p: float = setting(0.0, number("in [0, 1]", lambda v: 0 <= v <= 1), vllm=True)
+    # EOS and stop_token_ids are masked until this many tokens (at most max_new_tokens: validate)
+    min_tokens: int = setting(0, number(">= 0", lambda v: v >= 0, integer=True), vllm=True)
+    stop_token_ids: list[int] = setting([], _token_ids)
+    logit_bias: dict[int, float] = setting({}, _token_biases)
+    # vLLM's text settings (ts/llm/engine/text.py): keep the stop string (or stop token's text) in the output;
+    # decode special tokens too
+    include_stop_str_in_output: bool = setting(False, flag, vllm=True)
+    skip_special_tokens: bool = setting(True, flag, vllm=True)
+    # None: off; k: the chosen token's log-probability and the k most likely
+    logprobs: int | None = setting(None, number(f"between 0 and {MAX_LOGPROBS}", lambda v: 0 <= v <= MAX_LOGPROBS,
+                                                integer=True), request=False)
+    # structured output: an llguidance grammar (ts/llm/engine/grammar.py), compiled by the API layer
+    grammar: str | None = setting(None, request=False)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SamplingParams:
@@ -95,62 +175,23 @@ class SamplingParams:
         known = {f.name for f in fields(cls)}
         for key in values:
             if key not in known:
-                raise LLMRequestError(400, f"unknown sampling parameter {key!r}; known: "
+                raise LLMRequestError(400, f"unknown sampling parameter {shown(key)}; known: "
                                       f"{', '.join(sorted(known))}", param=key, code="unknown_parameter")
         params = cls(**{k: v for k, v in values.items() if v is not None})
         params.validate()
         return params
 
     def validate(self) -> None:
-        def number(name: str, value: Any, kind: type) -> None:
-            ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
-            if not ok or (isinstance(value, float) and not math.isfinite(value)):
-                raise _bad(name, f"{name} must be {'a number' if kind is float else 'an integer'}, got {value!r}")
-
-        number("max_new_tokens", self.max_new_tokens, int)
-        if self.max_new_tokens < 1:
-            raise _bad("max_new_tokens", f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
-        number("temperature", self.temperature, float)
-        if self.temperature < 0:
-            raise _bad("temperature", f"temperature must be >= 0, got {self.temperature}")
-        number("top_p", self.top_p, float)
-        if not 0 < self.top_p <= 1:
-            raise _bad("top_p", f"top_p must be in (0, 1], got {self.top_p}")
-        number("top_k", self.top_k, int)
-        if self.top_k < 0:
-            raise _bad("top_k", f"top_k must be >= 0 (0 turns it off), got {self.top_k}")
-        if self.seed is not None:
-            number("seed", self.seed, int)
-        if isinstance(self.stop, str):
-            self.stop = [self.stop]
-        if not isinstance(self.stop, list) or not all(isinstance(s, str) and s for s in self.stop):
-            raise _bad("stop", f"stop must be a string or a list of non-empty strings, got {self.stop!r}")
-        if not isinstance(self.ignore_eos, bool):
-            raise _bad("ignore_eos", f"ignore_eos must be true or false, got {self.ignore_eos!r}")
-        for name in ("presence_penalty", "frequency_penalty"):
-            number(name, getattr(self, name), float)
-            if not -2 <= getattr(self, name) <= 2:
-                raise _bad(name, f"{name} must be between -2 and 2, got {getattr(self, name)}")
-        number("repetition_penalty", self.repetition_penalty, float)
-        if self.repetition_penalty <= 0:
-            raise _bad("repetition_penalty", f"repetition_penalty must be > 0 (1 turns it off), "
-                       f"got {self.repetition_penalty}")
-        number("min_p", self.min_p, float)
-        if not 0 <= self.min_p <= 1:
-            raise _bad("min_p", f"min_p must be in [0, 1], got {self.min_p}")
-        number("min_tokens", self.min_tokens, int)
-        if not 0 <= self.min_tokens <= self.max_new_tokens:
+        """Every setting's check (normalising: a single stop string becomes a list, logit_bias's
+        keys token ids), then the rules between settings."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            check = f.metadata.get("check")
+            if check is not None and value is not None:
+                setattr(self, f.name, check(f.name, value))
+        if self.min_tokens > self.max_new_tokens:
             raise _bad("min_tokens", f"min_tokens must be between 0 and max_tokens ({self.max_new_tokens}), "
                        f"got {self.min_tokens}")
-        if not isinstance(self.stop_token_ids, list) or not all(
-                isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in self.stop_token_ids):
-            raise _bad("stop_token_ids", f"stop_token_ids must be a list of token ids, got {self.stop_token_ids!r}")
-        self.logit_bias = _token_biases(self.logit_bias)
-        if self.logprobs is not None:
-            number("logprobs", self.logprobs, int)
-            if not 0 <= self.logprobs <= MAX_LOGPROBS:
-                raise _bad("logprobs", f"top log-probabilities must be between 0 and {MAX_LOGPROBS}, "
-                           f"got {self.logprobs}")
 
     def token_ids_in(self, vocab_size: int) -> list[int]:
         """Token ids this request names (stop_token_ids, logit_bias) outside ``[0, vocab_size)``."""
@@ -162,7 +203,13 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        """Temperatures below ``GREEDY_BELOW`` (vLLM's epsilon) are greedy: dividing the logits by
+        one would overflow them."""
+        return self.temperature < GREEDY_BELOW
+
+
+REQUEST_SETTINGS = frozenset(f.name for f in fields(SamplingParams) if f.metadata["request"])
+VLLM_SETTINGS = tuple(f.name for f in fields(SamplingParams) if f.metadata["vllm"])
 
 
 @dataclass

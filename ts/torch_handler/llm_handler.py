@@ -9,7 +9,7 @@ Two ways to be called:
   body per request (a streamed answer's chunks concatenated).
 
 Request and answer formats (TorchServe style, OpenAI completions and chat completions, chosen by
-the ``x-tserve-openai`` header) are in ``ts/llm/api.py``; settings come from the ``handler``
+the ``x-tserve-openai`` header) are in ``ts/llm/api/request.py``; settings come from the ``handler``
 section of model-config.yaml (see docs/llm.md).
 """
 
@@ -26,22 +26,25 @@ from ts.context import Context
 from ts.handler_utils.distributed.config import ModelConfigError, section, validate_section
 from ts.handler_utils.distributed.coordinator import RankCoordinator
 from ts.handler_utils.distributed.dist_env import device_for, ensure_process_group, rank_info
-from ts.llm.api import JSON_TYPE, LLMEvent, LLMRequest, error_event
-from ts.llm.engine import GenerationEngine, LLMRequestError, SamplingParams
-from ts.llm.engine_choice import build_engine, wants_engine_process
-from ts.llm.engine_core import CoreConfig, load_causal_lm, model_dtype
-from ts.llm.engine_process import EngineProcess, EngineProcessLost, EngineStepFailed
-from ts.llm.fields import CHAT, COMPLETIONS, GENERATE, TS
-from ts.llm.handler_settings import (
+from ts.llm.api.fields import CHAT, COMPLETIONS, GENERATE, TS
+from ts.llm.api.forms import parse_request
+from ts.llm.api.request import JSON_TYPE, LLMEvent, LLMRequest, RequestLimits, error_event
+from ts.llm.engine.choice import build_engine, wants_engine_process
+from ts.llm.engine.contract import Engine, generate_all
+from ts.llm.engine.pipeline_parallel import load_stage
+from ts.llm.handler.llm_metrics import LLMMetrics
+from ts.llm.handler.sessions import COMPLETED, Conversations
+from ts.llm.handler.settings import (
     DEFAULT_MAX_NEW_TOKENS,
     OPENAI_COMPLETIONS_MAX_TOKENS,
     SETTINGS,
     engine_limits,
     find_model_dir,
+    max_prompt_chars,
 )
-from ts.llm.llm_metrics import LLMMetrics
-from ts.llm.pipeline_parallel import load_stage
-from ts.llm.sessions import COMPLETED, Conversations
+from ts.llm.params import LLMRequestError, SamplingParams, SequenceUpdate
+from ts.llm.process.engine_core import CoreConfig, load_causal_lm, model_dtype
+from ts.llm.process.engine_process import EngineProcess, EngineProcessLost, EngineStepFailed
 from ts.torch_handler.base_handler import BaseHandler
 
 logger = logging.getLogger(__name__)
@@ -56,8 +59,8 @@ class LLMHandler(BaseHandler):
     def __init__(self) -> None:
         super().__init__()
         self.tokenizer: Any = None
-        # in this process, or the engine process's stand-in (handler.engine_process, ts/llm/engine_process.py)
-        self.engine: GenerationEngine | EngineProcess | None = None
+        # in this process, or the engine process's stand-in (handler.engine_process, ts/llm/process/engine_process.py)
+        self._engine: Engine | None = None
         self.settings: dict[str, Any] = {}
         self.model_name = ""
         self._requests: dict[str, LLMRequest] = {}
@@ -68,9 +71,21 @@ class LLMHandler(BaseHandler):
         self.rank = 0
         self._commands: list[list[Any]] = []
         self._broken: str | None = None  # why a failed step broke the torchrun job (rank 0)
-        # a stateful model's sequences are conversations (ts/llm/sessions.py)
+        self._engine_gone = False  # ... or why the engine process is gone
+        # a stateful model's sequences are conversations (ts/llm/handler/sessions.py)
         self.conversations = Conversations(enabled=False)
         self.llm_metrics = LLMMetrics(None, "")
+        self._limits = RequestLimits()  # what the engine can ever take, checked while parsing
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            raise RuntimeError("LLMHandler: initialize() first")
+        return self._engine
+
+    @engine.setter
+    def engine(self, engine: Engine) -> None:
+        self._engine = engine
 
     # ------------------------------------------------------------------ loading
     def initialize(self, context: Context) -> None:
@@ -101,7 +116,7 @@ class LLMHandler(BaseHandler):
         stage = None
         if info.world_size > 1:
             ensure_process_group(info, self.device)
-        if info.world_size > 1 and parallel == "pp":  # each rank keeps its run of layers (ts/llm/pipeline_parallel.py)
+        if info.world_size > 1 and parallel == "pp":  # each rank keeps its run of layers (ts/llm/engine/pipeline_parallel.py)
             stage = load_stage(path, model_dtype(dtype_setting, self.device), trust, info.rank, info.world_size,
                                self.device)
             self.model = stage.model
@@ -124,6 +139,11 @@ class LLMHandler(BaseHandler):
             self.engine = build_engine(self.model, self.tokenizer, self.settings, limits, fast_path, info, stage,
                                        self.device)
         self.model_name = context.model_name
+        engine = self.engine
+        self._limits = RequestLimits(
+            max_prompt_chars(self.tokenizer, engine.max_context), engine.max_batch_size + engine.max_waiting,
+            f"max_batch_size + max_waiting = {engine.max_batch_size} + {engine.max_waiting} = "
+            f"{engine.max_batch_size + engine.max_waiting}")
         self.llm_metrics = LLMMetrics(context.metrics if info.rank == 0 else None, context.model_name)
         self.conversations = Conversations(enabled=context.model_settings.sequenceBatching)
         if info.world_size > 1:
@@ -141,7 +161,6 @@ class LLMHandler(BaseHandler):
         """``max_tokens`` when a request omits it: OpenAI's documented defaults on the OpenAI forms
         (completions 16; chat none, i.e. up to the context), ``handler.max_new_tokens`` (64) on
         the TorchServe and generate forms."""
-        assert self.engine is not None
         setting = self.settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
         return {TS: setting, GENERATE: setting, COMPLETIONS: OPENAI_COMPLETIONS_MAX_TOKENS,
                 CHAT: self.engine.max_context}
@@ -149,19 +168,21 @@ class LLMHandler(BaseHandler):
     def _record_cache_metrics(self) -> None:
         """The paged cache's prefix hit ratio (docs/metrics.md), when a request ends; its block use is
         the engine's ``kv_cache_usage`` gauge."""
-        hit_rate = self.engine.prefix_hit_rate if self.engine is not None else None
+        hit_rate = self.engine.prefix_hit_rate
         if hit_rate is not None:
             self.llm_metrics.prefix_cache(hit_rate)
 
     def _parse(self, request_id: str, body: Any, headers: dict[str, str] | None) -> LLMRequest:
-        req = LLMRequest.parse(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
+        req = parse_request(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
                                default_max_new_tokens=self._max_new_tokens(),
                                chat_template=self.settings.get("chat_template"),
-                               strict=bool(self.settings.get("strict_fields", False)))
+                               strict=bool(self.settings.get("strict_fields", False)),
+                               ignore_vllm_fields=bool(self.settings.get("ignore_vllm_fields", False)),
+                               limits=self._limits)
         if self.conversations.enabled and len(req.choices) > 1:
             exc = LLMRequestError(400, "a stateful sequence (sequenceBatching) takes one prompt and one choice per "
                                   "turn: drop n / best_of / the list of prompts", param="n", code="invalid_value")
-            error_event(request_id, exc, req.kind)
+            req.error_event(exc)
             raise exc
         return req
 
@@ -169,7 +190,6 @@ class LLMHandler(BaseHandler):
     def add_request(self, request_id: str, body: bytes, headers: dict[str, str]) -> None:
         """Parse, validate and queue a request; raises LLMRequestError (its ``body`` is the error
         answer in the request's form: ``error_event(request_id, exc)`` makes the final event)."""
-        assert self.engine is not None, "initialize() first"
         req = self._parse(request_id, body, headers)
         if self.coordinator is not None and not req.params.greedy and req.params.seed is None:
             # every rank seeds its own generator: an unseeded one would sample differently per rank
@@ -181,7 +201,7 @@ class LLMHandler(BaseHandler):
             self.engine.add_all(groups, req.params)
         except LLMRequestError as exc:
             self.conversations.finished(request_id, completed=False)
-            error_event(request_id, exc, req.kind)  # sets exc.body in the request's form
+            req.error_event(exc)  # sets exc.body in the request's form
             raise
         self._requests[request_id] = req
         self._owner.update((seq_id, request_id) for seq_id in req.choices)
@@ -190,7 +210,7 @@ class LLMHandler(BaseHandler):
             params = dataclasses.asdict(req.params)
             self._commands.extend(["add", seq_id, ids, params, forks] for seq_id, ids, forks in groups)
         conversation = self.conversations.sequence_of(request_id)
-        if conversation is not None and hasattr(self.engine, "converse"):  # the paged cache pins its blocks
+        if conversation is not None:  # the paged cache pins its blocks
             self.engine.converse(groups[0][0], conversation)
             if self.coordinator is not None:
                 self._commands.append(["converse", groups[0][0], conversation])
@@ -204,7 +224,7 @@ class LLMHandler(BaseHandler):
         cancelled = False
         for seq_id in seq_ids:
             self._owner.pop(seq_id, None)
-            if self.engine is not None and self.engine.cancel(seq_id):
+            if self._engine is not None and self._engine.cancel(seq_id):
                 cancelled = True
                 if self.coordinator is not None:
                     self._commands.append(["cancel", seq_id])
@@ -217,25 +237,24 @@ class LLMHandler(BaseHandler):
     def has_work(self) -> bool:
         # other ranks step when rank 0 publishes a step (their coordinator thread), never on their own
         # on rank 0, a job broken by a failed step takes one more step: the one that leaves it
-        return self.leader and self.engine is not None and (self._broken is not None or self.engine.has_work())
+        return self.leader and self._engine is not None and (self._broken is not None or self._engine.has_work())
 
     def step_fileno(self) -> int | None:
         """The engine process's pipe, which the worker's loop waits on with the frontend's socket
         (``ts/pipeline/continuous.py``); None with the engine in this process."""
-        return self.engine.waited_on() if isinstance(self.engine, EngineProcess) else None
+        return self.engine.waited_on()
 
-    def _replay(self, payload: dict[str, Any]) -> list[Any]:
+    def _replay(self, payload: dict[str, Any]) -> list[SequenceUpdate]:
         """A follower rank: rank 0's adds and cancels since the last step, then the same step (its
         collectives line up with rank 0's; the same seed keeps sampling identical)."""
-        assert self.engine is not None
         try:
             for command in payload["commands"]:
                 if command[0] == "add":
                     self.engine.add(command[1], command[2], SamplingParams(**command[3]), command[4])
                 elif command[0] == "converse":
-                    self.engine.converse(command[1], command[2])  # type: ignore[attr-defined]
+                    self.engine.converse(command[1], command[2])
                 elif command[0] == "end":
-                    self.engine.end_conversation(command[1])  # type: ignore[attr-defined]
+                    self.engine.end_conversation(command[1])
                 else:
                     self.engine.cancel(command[1])
             torch.manual_seed(payload["seed"])
@@ -249,7 +268,7 @@ class LLMHandler(BaseHandler):
         that never comes, or take the next step's data for this one's): this rank exits, so that
         torchrun restarts them all and the frontend fails what is still in flight. A worker whose
         engine process died exits too: the frontend starts a new worker."""
-        if isinstance(self.engine, EngineProcess):
+        if self._engine_gone:
             logger.error("LLM %s: the worker exits, its engine process is gone (%s); the frontend starts a new one",
                          self.model_name, why)
         else:
@@ -259,30 +278,29 @@ class LLMHandler(BaseHandler):
             handler.flush()
         os._exit(1)
 
-    def _engine_step(self) -> list[Any]:
-        assert self.engine is not None
+    def _engine_step(self) -> list[SequenceUpdate]:
         if self.coordinator is None:
             return self.engine.step()  # an engine process's: the steps it took since the last call
         payload = {"commands": self._commands, "seed": int(torch.randint(0, 2**62, (1,)).item())}
         self._commands = []
 
-        def local(p: dict[str, Any]) -> list[Any]:
+        def local(p: dict[str, Any]) -> list[SequenceUpdate]:
             torch.manual_seed(p["seed"])
             return self.engine.step()
-        return self.coordinator.run(payload, local)
+        updates: list[SequenceUpdate] = self.coordinator.run(payload, local)
+        return updates
 
     def close(self) -> None:
         """The worker is stopping: rank 0 releases the other ranks' step loop."""
         if self.coordinator is not None and self.leader:
             self.coordinator.stop()
-        if isinstance(self.engine, EngineProcess):
-            self.engine.close()
+        if self._engine is not None:
+            self._engine.close()
 
     def step(self) -> list[LLMEvent]:
         """One engine step; a failing step fails every request in the engine (status 500, or 507
         when out of memory) and leaves the engine empty; on torchrun ranks the next step then
         leaves the job (``_leave_job``)."""
-        assert self.engine is not None, "initialize() first"
         if self._broken is not None:  # the last step's errors went out: now leave
             self._leave_job(self._broken)
         try:
@@ -297,10 +315,11 @@ class LLMHandler(BaseHandler):
                 logger.exception("LLM %s: generation step failed", self.model_name)
                 err = f"generation failed: {type(exc).__name__}: {exc}"
             self.engine.abort_all()
-            status = 507 if getattr(exc, "oom", False) or is_oom(exc) else 500
+            status = 507 if (isinstance(exc, EngineStepFailed) and exc.oom) or is_oom(exc) else 500
             if self.coordinator is not None or isinstance(exc, EngineProcessLost):
                 self._broken = err  # the ranks are out of step, or the engine is gone: the worker leaves
-            events: list[LLMEvent] = [error_event(rid, LLMRequestError(status, err, code="engine_error"), req.kind)
+                self._engine_gone = isinstance(exc, EngineProcessLost)
+            events: list[LLMEvent] = [req.error_event(LLMRequestError(status, err, code="engine_error"))
                       for rid, req in self._requests.items()]
             for rid in self._requests:
                 self.conversations.finished(rid, completed=False)
@@ -311,9 +330,9 @@ class LLMHandler(BaseHandler):
         events = []
         generated: dict[str, int] = {}
         for u in updates:
-            rid = self._owner.get(u.seq_id)
-            req = self._requests.get(rid) if rid is not None else None
-            if rid is None or req is None:  # cancelled: the caller already knows
+            rid = self._owner.get(u.seq_id, "")
+            req = self._requests.get(rid)
+            if req is None:  # cancelled: the caller already knows
                 continue
             if u.error is not None:  # the engine process refused the request
                 events.append(self._refused_later(rid, req, u.error))
@@ -342,17 +361,16 @@ class LLMHandler(BaseHandler):
         del self._requests[request_id]
         for seq_id in req.choices:
             self._owner.pop(seq_id, None)
-            if self.engine is not None:
-                self.engine.cancel(seq_id)  # the others of a request with several prompts
+            self.engine.cancel(seq_id)  # the others of a request with several prompts
         self.conversations.finished(request_id, completed=False)
         self.llm_metrics.finished(request_id, "error")
-        return error_event(request_id, error, req.kind)
+        return req.error_event(error)
 
     def end_sequence(self, sequence_id: str) -> None:
         """The frontend closed a stateful sequence (SEQUENCE_END): its conversation is forgotten
         (and the paged cache's pin on its blocks dropped)."""
         self.conversations.end(sequence_id)
-        if self.leader and hasattr(self.engine, "end_conversation"):  # other ranks follow rank 0's command
+        if self.leader and self._engine is not None:  # other ranks follow rank 0's command
             self.engine.end_conversation(sequence_id)
             if self.coordinator is not None:
                 self._commands.append(["end", sequence_id])
@@ -360,7 +378,7 @@ class LLMHandler(BaseHandler):
     def step_stages(self) -> dict[str, float]:
         """Seconds the last step spent decoding and prefilling (the worker's ``decode`` and
         ``prefill`` stages in describe: a server's decode throughput without its prefill time)."""
-        if self.engine is None:
+        if self._engine is None:
             return {}
         return {"decode": self.engine.last_step.decode_s, "prefill": self.engine.last_step.prefill_s}
 
@@ -371,15 +389,14 @@ class LLMHandler(BaseHandler):
 
     # ------------------------------------------------------------------ TorchServe's batch call
     def handle(self, data: list[dict[str, Any]], context: Context) -> list[Any]:
-        assert isinstance(self.engine, GenerationEngine), "initialize() first"
         self.context = context
         results: list[Any] = [None] * len(data)
-        batch = []
+        batch: list[tuple[str, list[int], SamplingParams]] = []
         forks: dict[str, list[str]] = {}
         parsed: dict[str, tuple[int, LLMRequest]] = {}
         for idx, row in enumerate(data):
             key = f"{context.get_request_id(idx) or 'request'}#{idx}"
-            body = row
+            body: Any = row
             if isinstance(row, dict) and ("data" in row or "body" in row):
                 body = row.get("data") if row.get("data") is not None else row.get("body")
             headers = {}
@@ -396,7 +413,7 @@ class LLMHandler(BaseHandler):
                 groups = [(groups[0][0], self.conversations.prompt(key, headers, groups[0][1]), groups[0][2])]
             batch.extend((seq_id, ids, req.params) for seq_id, ids, _ in groups)
             forks.update((seq_id, fork_ids) for seq_id, _, fork_ids in groups)
-        outcome = self.engine.generate_all(batch, forks)
+        outcome = generate_all(self.engine, batch, forks)
         for key, (idx, req) in parsed.items():
             mine = {seq_id: outcome[seq_id] for seq_id in req.choices}
             first = mine[key]
@@ -404,7 +421,7 @@ class LLMHandler(BaseHandler):
             self.conversations.generated(key, first.token_ids)
             self.conversations.finished(key, completed=error is None and first.finish_reason in COMPLETED)
             if error is not None:
-                error_event(key, error, req.kind)
+                req.error_event(error)
                 results[idx] = self._refuse(context, idx, error)
                 continue
             results[idx] = req.whole_answer(mine)

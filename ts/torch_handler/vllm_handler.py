@@ -5,7 +5,7 @@ Archives made for TorchServe's vLLM example (``--handler vllm_handler``, model-c
 already schedules sequences step by step, so this handler only maps tserve's hooks onto it:
 ``add_request`` → ``engine.add_request``, ``step`` → ``engine.step``, ``cancel`` →
 ``engine.abort_request``. Requests and answers use the same three forms as ``llm_handler``
-(TorchServe style, OpenAI completions and chat completions: ``ts/llm/api.py``).
+(TorchServe style, OpenAI completions and chat completions: ``ts/llm/api/request.py``).
 
 vLLM needs a CUDA GPU and is not a tserve dependency: without it, loading fails with a message
 saying how to install it, or to use ``llm_handler`` (Hugging Face models on any device).
@@ -18,10 +18,10 @@ from typing import Any
 
 from ts.context import Context
 from ts.handler_utils.distributed.config import ModelConfigError, section
-from ts.llm.api import LLMEvent, LLMRequest, error_event
-from ts.llm.engine import LLMRequestError
-from ts.llm.handler_settings import DEFAULT_MAX_NEW_TOKENS, find_model_dir
-from ts.llm.params import SequenceUpdate, TokenLogprob
+from ts.llm.api.forms import parse_request
+from ts.llm.api.request import LLMEvent, LLMRequest
+from ts.llm.handler.settings import DEFAULT_MAX_NEW_TOKENS, find_model_dir
+from ts.llm.params import VLLM_SETTINGS, LLMRequestError, SequenceUpdate, TokenLogprob
 from ts.torch_handler.base_handler import BaseHandler
 
 logger = logging.getLogger(__name__)
@@ -69,15 +69,14 @@ class VLLMHandler(BaseHandler):
     def vllm_params(self, req: LLMRequest, n: int) -> Any:
         """The request's settings as vLLM's ``SamplingParams`` (``n`` sequences per prompt)."""
         p = req.params
+        same = {name: getattr(p, name) for name in VLLM_SETTINGS}  # the settings vLLM names as we do
         return self._vllm.SamplingParams(
-            n=n, max_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
-            top_k=p.top_k if p.top_k > 0 else -1, min_p=p.min_p, seed=p.seed, stop=list(p.stop) or None,
-            stop_token_ids=list(p.stop_token_ids) or None, ignore_eos=p.ignore_eos, min_tokens=p.min_tokens,
-            presence_penalty=p.presence_penalty, frequency_penalty=p.frequency_penalty,
-            repetition_penalty=p.repetition_penalty, logit_bias=dict(p.logit_bias) or None, logprobs=p.logprobs)
+            n=n, max_tokens=p.max_new_tokens, top_k=p.top_k if p.top_k > 0 else -1, stop=list(p.stop) or None,
+            stop_token_ids=list(p.stop_token_ids) or None, logit_bias=dict(p.logit_bias) or None, logprobs=p.logprobs,
+            **same)
 
-    def add_request(self, request_id: str, body: bytes, headers: dict[str, str]) -> None:
-        req = LLMRequest.parse(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
+    def add_request(self, request_id: str, body: bytes | str | dict[str, Any] | None, headers: dict[str, str]) -> None:
+        req = parse_request(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
                                default_max_new_tokens=self.max_new_tokens)
         added: list[str] = []
         try:
@@ -90,7 +89,7 @@ class VLLMHandler(BaseHandler):
                 self._groups.pop(seq_id, None)
                 self.engine.abort_request(seq_id)
             err = LLMRequestError(400, str(exc), param="prompt", code="invalid_value")
-            error_event(request_id, err, req.kind)
+            req.error_event(err)
             raise err from None
         self._requests[request_id] = req
 
@@ -158,7 +157,7 @@ class VLLMHandler(BaseHandler):
             try:
                 self.add_request(rid, body, headers)
             except LLMRequestError as exc:
-                answers[rid] = exc.body
+                answers[rid] = exc.body or b""
                 context.set_response_status(exc.status, exc.message, idx)
         pieces: dict[str, list[bytes]] = {rid: [] for rid in ids}
         while self.has_work():

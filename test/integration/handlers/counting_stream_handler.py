@@ -10,8 +10,8 @@ import json
 import time
 from dataclasses import dataclass
 
-from ts.llm.api import LLMEvent
-from ts.llm.engine import LLMRequestError
+from ts.llm.api.request import LLMEvent
+from ts.llm.params import LLMRequestError
 
 
 @dataclass

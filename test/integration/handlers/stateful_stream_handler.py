@@ -16,8 +16,8 @@ import os
 import time
 from dataclasses import dataclass
 
-from ts.llm.api import LLMEvent
-from ts.llm.engine import LLMRequestError
+from ts.llm.api.request import LLMEvent
+from ts.llm.params import LLMRequestError
 
 SEQ_ID = "ts_request_sequence_id"
 SEQ_START = "ts_request_sequence_start"
