@@ -70,6 +70,14 @@ public enum Compatibility {
     }
 
     /**
+     * gRPC SetDefault without a model_version: tserve answers INVALID_ARGUMENT naming the parameter;
+     * TorchServe looks the empty version up and answers NOT_FOUND (the model, or its version "").
+     */
+    public boolean setDefaultRequiresVersion() {
+        return !torchServe();
+    }
+
+    /**
      * The worker lifecycle lines scripts read from the log (wlm.supervision.WorkerLog): TorchServe's
      * wording, which repeats no worker output, or tserve's, which names the cause on each line.
      */
