@@ -78,6 +78,15 @@ public enum Compatibility {
     }
 
     /**
+     * An archive that is neither zip nor gzip (a model_snapshot's .mar replaced by junk): TorchServe
+     * reads it as an empty archive with a default manifest and lists the model, whose workers never
+     * load; tserve refuses it (400 naming the file), so a snapshot drops the model.
+     */
+    public boolean junkArchiveReadAsEmpty() {
+        return torchServe();
+    }
+
+    /**
      * The worker lifecycle lines scripts read from the log (wlm.supervision.WorkerLog): TorchServe's
      * wording, which repeats no worker output, or tserve's, which names the cause on each line.
      */

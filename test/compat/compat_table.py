@@ -1,0 +1,60 @@
+"""The per-file table of run_torchserve_tests.sh: each run's pytest summary per test file, then
+every test that passes on TorchServe 0.12 and not on a tserve run.
+
+    python compat_table.py OUT RUN [RUN...]     (RUN: torchserve, tserve, switch)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+TITLES = {"torchserve": "TorchServe 0.12", "tserve": "tserve", "switch": "tserve, `compatibility=torchserve-0.12`"}
+
+
+def summaries(out: Path, run: str) -> dict[str, str]:
+    path = out / f"{run}.summary"
+    if not path.exists():
+        return {}
+    return dict(line.split("\t", 1) for line in path.read_text().splitlines() if "\t" in line)
+
+
+def outcomes(out: Path, run: str) -> dict[str, str]:
+    """node id -> PASSED / FAILED / ERROR / ... (the last word pytest gave it)."""
+    path = out / f"{run}.outcomes"
+    found: dict[str, str] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            outcome, _, node = line.partition(" ")
+            if node:
+                found[node] = outcome if found.get(node) in (None, "PASSED") else found[node]
+    return found
+
+
+def table(out: Path, runs: list[str]) -> str:
+    per_run = {run: summaries(out, run) for run in runs}
+    files = sorted({f for s in per_run.values() for f in s})
+    lines = ["| file | " + " | ".join(TITLES.get(r, r) for r in runs) + " |",
+             "|---|" + "---|" * len(runs)]
+    for f in files:
+        lines.append(f"| `{f}` | " + " | ".join(per_run[r].get(f, "not run") for r in runs) + " |")
+    if "torchserve" in runs:
+        reference = outcomes(out, "torchserve")
+        passing = sorted(n for n, o in reference.items() if o == "PASSED")
+        for run in (r for r in runs if r != "torchserve"):
+            got = outcomes(out, run)
+            missing = [n for n in passing if got.get(n) != "PASSED"]
+            lines.append("")
+            lines.append(f"Passing on TorchServe 0.12 and not on {TITLES.get(run, run)}: "
+                         + (", ".join(f"`{n}` ({got.get(n, 'not run')})" for n in missing) if missing else "none")
+                         + f" ({len(passing)} tests pass on TorchServe 0.12).")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    print(table(Path(argv[1]), argv[2:]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
