@@ -153,7 +153,8 @@ def constant_weights(work: Path, models: Path) -> None:
 
     for name, model_file in CONSTANT.items():
         # some constructors load pretrained backbone weights (a download): only the shapes are wanted
-        with torch.device("meta"), mock.patch("torch.hub.load_state_dict_from_url", return_value={}), \
+        with torch.device("meta"), mock.patch("torchvision.models._api.WeightsEnum.get_state_dict", return_value={}), \
+                mock.patch("torch.hub.load_state_dict_from_url", return_value={}), \
                 mock.patch("torch.nn.Module.load_state_dict", return_value=None):
             shapes = _model_class(work / "examples" / model_file)().state_dict()
         state = {}
