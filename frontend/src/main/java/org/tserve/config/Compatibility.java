@@ -87,6 +87,15 @@ public enum Compatibility {
     }
 
     /**
+     * A stateful (sequenceBatching) continuous-batching model: TorchServe hands a sequence's next
+     * request to the worker while the previous one still streams (its example handlers cancel a
+     * stream that way); tserve sends a sequence's requests one at a time.
+     */
+    public boolean sequenceRequestsOverlap() {
+        return torchServe();
+    }
+
+    /**
      * The worker lifecycle lines scripts read from the log (wlm.supervision.WorkerLog): TorchServe's
      * wording, which repeats no worker output, or tserve's, which names the cause on each line.
      */
