@@ -12,7 +12,8 @@
 # 8080/8081/8082 are its own), so the three run side by side; otherwise they run one after the
 # other on this host's loopback, where nothing else may listen on those ports (NETNS=0 forces it).
 # OUT (default .bench/torchserve-compat) gets, per run, <run>.log (pytest's output per file),
-# <run>.outcomes (one "outcome node-id" line per test) and <run>.summary, and table.md.
+# <run>.outcomes (one "outcome node-id" line per test) and <run>.summary, and table.md
+# (TABLE_FROM=<an earlier OUT>: its results, with the files run now replaced, make the table).
 # Not part of `make test` (an hour or more).
 #
 # tserve runs: the snapshot's model-archiver/model_archiver is replaced by this tree's (TorchServe's
@@ -82,7 +83,7 @@ OUT=$(cd "$OUT" && pwd)
 
 # ---- what every run shares: the snapshot (less its Git LFS objects, absent here), stand-ins ----
 PATHS=(test/pytest test/resources test/postman test/config_ts.properties ts_scripts examples ts/launcher.py
-    ts/torch_handler/unit_tests model-archiver)
+    ts/torch_handler/unit_tests model-archiver frontend/server/src/main/resources/proto)
 EXCLUDES=()
 for f in $(git -C "$SERVE_GIT" ls-tree -r "$REF" "${PATHS[@]}" | awk '{print $3 " " $4}' \
         | while read -r obj path; do git -C "$SERVE_GIT" cat-file -e "$obj" 2>/dev/null || echo "$path"; done); do
@@ -106,6 +107,12 @@ STANDINS=$OUT/standins
 "$VENV/bin/python" -W ignore "$TSERVE/test/compat/build_standins.py" "$TEMPLATE" "$STANDINS"
 mkdir -p "$TEMPLATE/overlay"
 cp "$TSERVE/test/compat/compat_mirror.py" "$TEMPLATE/overlay/"
+# the gRPC tests' client stubs, generated as TorchServe's regression script does (its google/rpc
+# submodule is not in the snapshot: tserve's copy of status.proto stands in, its module in overlay/)
+PROTO=$TEMPLATE/frontend/server/src/main/resources/proto RPC=$TSERVE/frontend/src/main/proto/third_party
+"$VENV/bin/python" -m grpc_tools.protoc -I "$RPC" --python_out="$TEMPLATE/overlay" "$RPC/google/rpc/status.proto"
+(cd "$TEMPLATE/test/pytest" && "$VENV/bin/python" -m grpc_tools.protoc -I "$RPC" --proto_path="$PROTO" --python_out=. \
+    --grpc_python_out=. "$PROTO/inference.proto" "$PROTO/management.proto")
 # TorchServe's test_utils imports orjson (loads/dumps only): the standard json stands in
 cat > "$TEMPLATE/overlay/orjson.py" <<'PY'
 import json
@@ -190,4 +197,4 @@ for label in $RUNS; do
     fi
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
-"$PYTHON" "$TSERVE/test/compat/compat_table.py" "$OUT" $RUNS | tee "$OUT/table.md"
+"$PYTHON" "$TSERVE/test/compat/compat_table.py" "${TABLE_FROM:+$TABLE_FROM,}$OUT" $RUNS | tee "$OUT/table.md"
