@@ -155,10 +155,12 @@ public final class HttpServer {
      * {@code Connection: close}; a request that arrives from now on is answered 503.
      */
     public void stopAccepting() {
-        drain.start();
+        // the listeners close first: a client that reconnects after a closing answer is refused,
+        // never queued in a backlog that the listener's close would reset
         for (Channel c : channels) {
             c.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
         }
+        drain.start();
     }
 
     /** Closes everything. */
