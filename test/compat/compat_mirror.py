@@ -52,7 +52,9 @@ class _Mirror(urllib.request.BaseHandler):
             return None
         headers = email.message.Message()
         headers["Content-Length"] = str(path.stat().st_size)
-        return urllib.response.addinfourl(io.BytesIO(path.read_bytes()), headers, req.full_url, 200)
+        response = urllib.response.addinfourl(io.BytesIO(path.read_bytes()), headers, req.full_url, 200)
+        response.msg = "OK"  # type: ignore[attr-defined]  # read by urllib's HTTPErrorProcessor
+        return response
 
 
 def _patch_requests() -> None:

@@ -52,6 +52,7 @@ if [ "${1:-}" = "--one" ]; then   # internal: one run, in its namespace when the
         printf '%s\n' "$out" | grep -E "^(PASSED|FAILED|ERROR|XFAIL|XPASS) [^ ]+\.py" | sed -E 's/ - .*//' \
             | awk '{print $1 " " $2}' >> "$OUT/$LABEL.outcomes" || true
     done
+    (cd "$WORK/test/pytest" && torchserve --stop >/dev/null 2>&1 || true)   # a server a test left running
     exit 0
 fi
 
