@@ -22,7 +22,9 @@ Each class counts the answers that show the behaviour issue 27 asks for ("expect
 ``/ping`` answers 200, a normal prediction answers 200 (retried up to 65 s: a failure throttle
 may hold the address for the rest of its minute), the frontend's RSS is within 20 % of its value
 10 % into the load (after the JIT and heap warm-up; the value before the load is reported too),
-and after ``torchserve --stop`` no process of the server is left (every
+``torchserve --stop``, run while ``--stop-clients`` (16) keep-alive clients predict, gives no
+connection reset and no 503 without ``Connection: close`` (issue 43; benchmarks/stop_under_load.py),
+and after it no process of the server is left (every
 process that carried its TMPDIR, and the handlers' SIGTERM-ignoring children). A summary table on
 stdout, JSON to ``--out``; exit status 1 when a check failed.
 """
@@ -44,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import models, rawhttp, servers
+from benchmarks import models, rawhttp, servers, stop_under_load
 from ts.utils.free_ports import free_port, free_port_block
 from ts.utils.process_tree import process_alive
 
@@ -252,6 +254,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         raise servers.ServerError(f"torchserve --start failed: {start.stdout[-2000:]}{start.stderr[-2000:]}")
     frontend = int((tmp / ".model_server.pid").read_text())
     marker = b"TMPDIR=" + str(tmp).encode() + b"\0"
+    stops: list[subprocess.CompletedProcess[str]] = []
     report: dict[str, Any] = {"duration_s": args.duration, "clients": args.clients, "pause_s": args.pause,
                               "skipped": sorted(args.skip)}
     try:
@@ -300,8 +303,17 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                                        "end": round(rss_end, 1),
                                        "change_pct": round(100 * (rss_end - rss_warm) / rss_warm, 1)})
         seen |= carrying(marker) | children
+        # the stop itself under load (issue 43): SIGTERM while --stop-clients keep-alive clients predict
+        under_load = stop_under_load.load(
+            inference, args.stop_clients, 2.0, lambda: stops.append(subprocess.run(
+                [*cli, "--stop"], cwd=work, env=env, capture_output=True, text=True, timeout=120)),
+            headers={"Authorization": "Bearer " + target.keys["inference"]})
+        report["stop_under_load"] = {"clients": args.stop_clients, "outcomes": dict(under_load.most_common()),
+                                     "problems": stop_under_load.broken(under_load)}
     finally:
-        stop = subprocess.run([*cli, "--stop"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+        if not stops:
+            stops.append(subprocess.run([*cli, "--stop"], cwd=work, env=env, capture_output=True, text=True, timeout=120))
+    stop = stops[0]
     report["stop"] = stop.stdout.strip().splitlines()[-1:] if stop.stdout else []
     time.sleep(1)
     left = sorted(p for p in seen | carrying(marker) if process_alive(p))
@@ -324,6 +336,7 @@ def verdict(r: dict[str, Any]) -> list[str]:
         problems.append(f"frontend RSS changed {r['frontend_rss_mb']['change_pct']} % (more than 20 %)")
     if r["processes_left_after_stop"]:
         problems.append(f"processes left after --stop: {r['processes_left_after_stop']}")
+    problems += [f"--stop under load: {p}" for p in r.get("stop_under_load", {}).get("problems", [])]
     return problems
 
 
@@ -339,6 +352,10 @@ def summary(r: dict[str, Any]) -> str:
                  f"{r['normal_prediction_wait_s']} s; frontend RSS {rss['start']} -> {rss['end']} MB ({rss['change_pct']:+} %; "
                  f"{rss['before_load']} MB before the load); "
                  f"{r['processes_seen']} server processes seen, left after --stop: {r['processes_left_after_stop'] or 'none'}")
+    if "stop_under_load" in r:
+        sul = r["stop_under_load"]
+        lines.append(f"  --stop under load ({sul['clients']} keep-alive clients): "
+                     + ", ".join(f"{k} x{v}" for k, v in sul["outcomes"].items()) + " (no reset allowed)")
     lines.append("  PASS" if not r["problems"] else "  FAIL: " + "; ".join(r["problems"]))
     return "\n".join(lines)
 
@@ -351,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pause", type=float, default=0.2, help="seconds between two probes of a hostile class (default 0.2)")
     ap.add_argument("--skip", action="append", default=[], choices=sorted(FIXED_BY),
                     help="leave a hostile class out (repeatable): e.g. wrong_key, whose lockout hides the rest on main")
+    ap.add_argument("--stop-clients", type=int, default=16,
+                    help="keep-alive clients predicting while the server is stopped (default 16; issue 43)")
     ap.add_argument("--work", default=str(servers.BENCH / "hostile-soak"), help="work folder (default .bench/hostile-soak)")
     ap.add_argument("--out", default=str(servers.BENCH / "hostile_soak.json"), help="JSON report")
     args = ap.parse_args(argv)

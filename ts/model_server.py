@@ -356,11 +356,11 @@ def stop() -> int:
         return 0
     print(f"Stopping TorchServe (pid {pid})...", flush=True)
     key_files = {p for p in (Path("key_file.json").resolve(), server_key_file(pid)) if p is not None}
-    graceful = stop_process_tree(pid, STOP_TIMEOUT_S)
+    outcome = stop_process_tree(pid, STOP_TIMEOUT_S)
     pid_file().unlink(missing_ok=True)
     for key_file in key_files:  # TorchServe deletes key_file.json on --stop
         key_file.unlink(missing_ok=True)
-    print("TorchServe has stopped." if graceful else f"TorchServe did not stop within {STOP_TIMEOUT_S:.0f} s and was killed.")
+    print(outcome.describe("TorchServe"))
     return 0
 
 

@@ -165,6 +165,17 @@ def test_grpc_calls_have_torchserves_access_line(logged: harness.Server, tmp_pat
         ("org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions", str(grpc.StatusCode.NOT_FOUND.value[0]))]
 
 
+def test_a_batchs_metric_lines_are_written_before_its_answer(logged: harness.Server) -> None:
+    """TorchServe 0.12's test_metrics reads model_metrics.log as soon as its prediction is answered:
+    the handler's metrics (PredictionTime, every batch) and the request's frontend latency lines are
+    there then, with no wait."""
+    log = logged.workdir / "logs" / "model_metrics.log"
+    before = len(lines(log, " - PredictionTime."))
+    for n in range(1, 4):
+        assert logged.predict("echo", data=b"now").status_code == 200
+        assert len(lines(log, " - PredictionTime.")) == before + n
+
+
 def test_metric_lines_have_torchserves_layout_units_and_labels(logged: harness.Server) -> None:
     assert logged.predict("echo", data=b"m").status_code == 200
     assert logged.predict("echo", data=b"m", version="1.0").status_code == 200

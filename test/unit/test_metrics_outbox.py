@@ -45,13 +45,15 @@ def test_take_empties_the_cache_and_a_model_without_metrics_has_none() -> None:
     assert outbox.take() == [] and take_records(None) == []
 
 
-def test_send_answer_writes_result_then_metrics_together() -> None:
+def test_send_answer_writes_metrics_then_result_together() -> None:
+    # the frontend records the metrics before it answers: TorchServe 0.12's test_metrics reads
+    # model_metrics.log as soon as its prediction is answered
     wire = Wire()
     outbox = MetricsOutbox(None, wire)
     outbox.send_answer(7, [Response("r1", 200, body=b"x")], [{"name": "A"}])
     outbox.send_answer(8, [Response("r2", 200, body=b"y")], [])
-    assert wire.types() == [[FrameType.RESULT, FrameType.METRICS], [FrameType.RESULT]]
-    assert decode_json_body(wire.writes[0][1][2]) == [{"name": "A"}]
+    assert wire.types() == [[FrameType.METRICS, FrameType.RESULT], [FrameType.RESULT]]
+    assert decode_json_body(wire.writes[0][0][2]) == [{"name": "A"}]
 
 
 def test_flush_appends_to_the_callers_write_or_sends_alone() -> None:
@@ -125,8 +127,8 @@ def test_continuous_batching_sends_the_metrics_with_a_finished_request() -> None
     while pipeline.has_work():
         pipeline.step()
     # two steps stream a chunk each (no METRICS: too often); the last answers and reports all three
-    assert wire.types() == [[FrameType.CHUNK], [FrameType.CHUNK], [FrameType.RESULT, FrameType.METRICS]]
-    assert [r["value"] for r in decode_json_body(wire.writes[-1][-1][2])] == [1, 1, 1]
+    assert wire.types() == [[FrameType.CHUNK], [FrameType.CHUNK], [FrameType.METRICS, FrameType.RESULT]]
+    assert [r["value"] for r in decode_json_body(wire.writes[-1][0][2])] == [1, 1, 1]
 
 
 @pytest.mark.parametrize("module", ["sync.py", "pooled.py", "child.py", "continuous.py", "step_handler.py"])

@@ -97,9 +97,9 @@ def test_preprocess_exception_fails_only_its_batch(pooled):
 
 def test_metrics_recorded_in_the_pool_reach_the_metrics_frame(pooled):
     pooled.send_batch(502, [row("m", [1, 2, 3, 4], op="metric")])
+    records = codec.decode_json_body(pooled.recv_until(FrameType.METRICS, 502).body)  # before the RESULT
     r = result(pooled, 502)
     assert r[0].status == 200
-    records = codec.decode_json_body(pooled.recv_until(FrameType.METRICS, 502).body)
     names = {(m["name"], m["dimensions"].get("stage")) for m in records}
     assert ("PoolRows", None) in names
     assert {("ts_stage_busy_seconds", s) for s in ("preprocess", "inference", "postprocess")} <= names

@@ -71,6 +71,25 @@ def test_running_requests_come_first_as_cached_entries_then_new_ones_within_batc
     assert all(len(batch) <= 2 for batch in h.batches)
 
 
+def test_batch_size_counts_sequences_so_a_sequences_next_request_joins_its_running_one() -> None:
+    """TorchServe 0.12's test_infer_stateful_cancel (batchSize 1): the "-1" request of the sequence
+    that streams joins it in the next step; another sequence's request waits for the quota."""
+    adapter, h = make(batch_size=1)
+    add(adapter, "stream", "5", [("ts_request_sequence_id", "s")])
+    adapter.step()
+    add(adapter, "other", "1", [("ts_request_sequence_id", "t")])
+    add(adapter, "cancel", "1", [("ts_request_sequence_id", "s")])
+    add(adapter, "plain", "1")
+    adapter.step()
+    assert [rid for rid, _, _ in h.batches[1]] == ["stream"], "the next waiting one is another sequence's: it waits"
+    adapter, h = make(batch_size=1)
+    add(adapter, "stream", "5", [("ts_request_sequence_id", "s")])
+    adapter.step()
+    add(adapter, "cancel", "1", [("ts_request_sequence_id", "s")])
+    adapter.step()
+    assert [rid for rid, _, _ in h.batches[1]] == ["stream", "cancel"]
+
+
 def test_a_request_streams_while_its_criterion_says_go_on_then_ends() -> None:
     adapter, _ = make(batch_size=4)
     add(adapter, "a", "3")

@@ -92,10 +92,10 @@ def test_batch_inputs_decoded_as_torchserve_does(echo_worker):
 
 def test_per_request_status_and_metrics_frame(echo_worker):
     echo_worker.send_batch(6, [req("a", {"v": 1}), req("b", {"status": 404})])
-    seen: list = []
+    # the METRICS frame comes first: the frontend records it before it answers
+    metrics = codec.decode_json_body(echo_worker.recv_until(FrameType.METRICS, 6).body)
     out = result(echo_worker, 6)
     assert (out[0].status, out[1].status, out[1].message) == (200, 404, "custom phrase")
-    metrics = codec.decode_json_body(echo_worker.recv_until(FrameType.METRICS, 6, seen=seen).body)
     by_name = {m["name"]: m for m in metrics}
     assert by_name["EchoHits"]["value"] == 2
     assert by_name["EchoHits"]["dimensions"] == {"ModelName": "echo"}
@@ -108,15 +108,15 @@ def test_per_request_status_and_metrics_frame(echo_worker):
 @pytest.mark.parametrize("interval, second_has_stages", [("60", False), ("0", True)])
 def test_stage_gauges_are_sampled_per_interval(tmp_path, interval, second_has_stages):
     """The first batch reports ts_stage_busy_seconds/ts_stage_queue_wait_seconds; later ones only once per
-    TS_STAGE_METRICS_INTERVAL_S, beside RESULT in the same write. PredictionTime comes every batch."""
+    TS_STAGE_METRICS_INTERVAL_S, before RESULT in the same write. PredictionTime comes every batch."""
     model_dir = make_model_dir(tmp_path, "echo_handler.py")
     with WorkerProcess(env={"TS_STAGE_METRICS_INTERVAL_S": interval}) as worker:
         assert worker.load(load_msg(model_dir, workerName="W-9000-echo_1.0"))["status"] == 200
         names = []
         for bid in (1, 2):
             worker.send_batch(bid, [req(f"r{bid}", {"v": bid})])
-            result(worker, bid)
             records = codec.decode_json_body(worker.recv_until(FrameType.METRICS, bid).body)
+            result(worker, bid)
             names.append({r["name"]: r for r in records})
         first, second = names
         assert first["ts_stage_busy_seconds"]["dimensions"] == {
@@ -410,6 +410,8 @@ def _load_and_infer(socks: list[socket.socket], model_dir: Path) -> dict:
     for s in socks:
         s.sendall(codec.encode_inference(2, [req("a", {})]))
     frame = codec.read_frame(socks[0])
+    while frame.type is FrameType.METRICS:  # the batch's metrics precede its RESULT
+        frame = codec.read_frame(socks[0])
     assert (frame.type, frame.batch_id) == (FrameType.RESULT, 2)
     return json.loads(codec.decode_responses(frame.body)[0].body)
 

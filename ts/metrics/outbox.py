@@ -45,7 +45,7 @@ class MetricsOutbox:
         return take_records(self.cache)
 
     def send_answer(self, batch_id: int, responses: list[Response], records: list[Record]) -> None:
-        """A batch's RESULT, then its METRICS frame when there are records, in one write."""
+        """A batch's METRICS frame when there are records, then its RESULT, in one write."""
         if self.answer:
             self.send(*codec.encode_answer(batch_id, responses, records))
 

@@ -120,11 +120,14 @@ class ContinuousPipeline:
                 self._end(ev.request_id, Response(ev.request_id, status, getattr(ev, "message", "") or "",
                                                   ev.content_type, headers, bytes(ev.final)))
                 touched[frame.batch_id] = frame
-        # every frame of the step in one write (one syscall while they are small), chunks first
+        # every frame of the step in one write (one syscall while they are small): chunks, the
+        # metrics, then the RESULTs that end requests (their metrics are recorded before they are answered)
         out = [codec.encode_result(batch_id, pieces, chunk=True) for batch_id, pieces in chunks.items()]
+        results: list[bytes] = []
         for frame in touched.values():
-            self._flush(frame, out)
-        self.metrics.tick(ended=bool(touched), out=out)  # after the RESULTs, in the same write
+            self._flush(frame, results)
+        self.metrics.tick(ended=bool(touched), out=out)
+        out += results
         if out and self.answer:
             self.send(*out)
 

@@ -30,6 +30,7 @@ from ts.protocol.codec import Request, Response
 from ts.service import STREAM_HEADER, Service
 
 logger = logging.getLogger("ts.worker")
+SEQUENCE_ID = "ts_request_sequence_id"
 
 
 @dataclass
@@ -50,6 +51,14 @@ def continues(response: Response) -> bool:
     present and not ``false``; an error answer carries no such header, so it ends the request."""
     value = next((v for k, v in response.headers if k == STREAM_HEADER), None)
     return value is not None and value != "false"
+
+
+def _unit(request: Request) -> str:
+    """What batchSize counts: the request's sequence (stateful models), else the request itself."""
+    for name, value in request.headers:
+        if name == SEQUENCE_ID:
+            return "sequence:" + value
+    return "request:" + request.request_id
 
 
 def cached_entry(request: Request) -> Request:
@@ -113,10 +122,16 @@ class StepHandler:
 
     # ------------------------------------------------------------------ internals
     def _next_batch(self) -> list[Request]:
-        """The running requests (cached entries), then new ones while the quota allows."""
+        """The running requests (cached entries), then new ones while the quota allows. As in
+        TorchServe's SequenceContinuousBatching the quota counts sequences: a request of a sequence
+        already in the batch joins it beyond batchSize (a stateful handler's "cancel" request for
+        the sequence it streams, which the frontend hands over with compatibility=torchserve-0.12)."""
         batch = list(self._running.values())
-        while self._waiting and len(batch) < self.batch_size:
-            batch.append(self._waiting.popleft())
+        units = {_unit(r) for r in batch}
+        while self._waiting and (len(units) < self.batch_size or _unit(self._waiting[0]) in units):
+            request = self._waiting.popleft()
+            units.add(_unit(request))
+            batch.append(request)
         return batch
 
     def _send_intermediate(self, responses: list[Response]) -> None:

@@ -280,8 +280,10 @@ def encode_result(batch_id: int, responses: list[Response], chunk: bool = False)
 
 
 def encode_answer(batch_id: int, responses: list[Response], records: list[Any]) -> tuple[bytes, ...]:
-    """A batch's RESULT, then its METRICS frame when there are records to report."""
+    """A batch's METRICS frame when there are records to report, then its RESULT: the frontend
+    records the metrics before it answers, so a client that reads model_metrics.log (or /metrics)
+    once it has its answer finds them there, as with TorchServe."""
     result = encode_result(batch_id, responses)
     if not records:
         return (result,)
-    return result, encode_json_frame(FrameType.METRICS, batch_id, records)
+    return encode_json_frame(FrameType.METRICS, batch_id, records), result

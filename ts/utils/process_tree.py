@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -43,22 +44,57 @@ def process_alive(pid: int) -> bool:
         return False
 
 
-def stop_process_tree(pid: int, timeout: float) -> bool:
+LEFTOVER_GRACE_S = 1.0
+
+
+@dataclass(frozen=True)
+class StopOutcome:
+    """What ``stop_process_tree`` did: whether ``pid`` exited on SIGTERM within the timeout (and after
+    how long), and which processes were still alive after it and had to be SIGKILLed."""
+
+    exited_in_time: bool
+    waited_s: float
+    timeout_s: float
+    killed: tuple[int, ...]
+
+    @property
+    def graceful(self) -> bool:
+        return self.exited_in_time and not self.killed
+
+    def describe(self, name: str) -> str:
+        """One true sentence for the user: which of the two things that can go wrong happened."""
+        if self.graceful:
+            return f"{name} has stopped."
+        if not self.exited_in_time:
+            return f"{name} did not stop within {self.timeout_s:g} s and was killed."
+        pids = ", ".join(str(p) for p in self.killed)
+        return (f"{name} stopped in {self.waited_s:.1f} s, but {len(self.killed)} process(es) it had started "
+                f"were still running and were killed (pid {pids}).")
+
+
+def stop_process_tree(pid: int, timeout: float) -> StopOutcome:
     """SIGTERM ``pid`` (a frontend stops its own workers), then after ``timeout`` SIGKILL it and
-    whatever is left below it. True if it ended in time and left nothing behind."""
+    whatever is left below it (also when it exited in time but left processes behind)."""
     tree = descendants(pid)
+    started = time.monotonic()
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
-        return True
-    deadline = time.monotonic() + timeout
+        return StopOutcome(True, 0.0, timeout, ())
+    deadline = started + timeout
     while time.monotonic() < deadline and process_alive(pid):
         time.sleep(0.1)
-    graceful = not process_alive(pid)
-    leftovers = [p for p in [pid, *tree, *descendants(pid)] if process_alive(p)]
+    exited = not process_alive(pid)
+    waited = time.monotonic() - started
+    below = [*tree, *descendants(pid)]
+    # processes the frontend told to stop may still be exiting when it is gone: a moment to finish
+    settle = min(deadline, time.monotonic() + LEFTOVER_GRACE_S)
+    while exited and time.monotonic() < settle and any(process_alive(p) for p in below):
+        time.sleep(0.05)
+    leftovers = [p for p in [pid, *below] if process_alive(p)]
     for p in leftovers:
         try:
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    return graceful and not leftovers
+    return StopOutcome(exited, waited, timeout, tuple(p for p in leftovers if p != pid))

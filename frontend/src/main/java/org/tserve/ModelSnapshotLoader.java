@@ -4,6 +4,8 @@ import java.io.File;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import org.apache.logging.log4j.Logger;
+import org.tserve.archive.ModelArchive;
+import org.tserve.config.Compatibility;
 import org.tserve.config.ConfigException;
 import org.tserve.config.ModelSnapshot;
 import org.tserve.util.Logging;
@@ -68,7 +70,9 @@ final class ModelSnapshotLoader {
                 .setting("responseTimeout", v.responseTimeout()).setting("startupTimeout", v.startupTimeout());
         r.runtime = v.runtimeType();
         r.loadedAtStartup = true;
-        r.synchronous = true;
+        // TorchServe lists a model whose archive is junk (its workers never load): registered without
+        // waiting for them under the switch, since a failed synchronous registration is undone
+        r.synchronous = !(Compatibility.current().junkArchiveReadAsEmpty() && unreadable(v));
         try {
             StatusResult res = models.register(r);
             LOG.info("Model snapshot: " + v.model() + " version " + v.version() + " from " + v.marName() + ": " + res.message());
@@ -97,6 +101,19 @@ final class ModelSnapshotLoader {
             // unregistered meanwhile: report the snapshot's own version
         }
         return v.version();
+    }
+
+    private boolean unreadable(ModelSnapshot.Version v) {
+        String mar = v.marName();
+        if (mar.contains("://")) {
+            return false;
+        }
+        File f = new File(mar);
+        try {
+            return ModelArchive.isUnreadable((f.isAbsolute() || store == null ? f : new File(store, mar)).toPath());
+        } catch (java.io.IOException e) {
+            return false;   // the registration reports the file's problem
+        }
     }
 
     private void checkArchive(ModelSnapshot.Version v) {

@@ -13,6 +13,7 @@ import java.util.UUID;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import org.apache.logging.log4j.Logger;
+import org.tserve.config.Compatibility;
 import org.tserve.util.Logging;
 import org.yaml.snakeyaml.LoaderOptions;
 import org.yaml.snakeyaml.Yaml;
@@ -67,8 +68,10 @@ public final class ModelArchive {
                 Files.createDirectories(modelDir);
                 if (isZip(source)) {
                     Extractor.unzip(source, modelDir);
-                } else {
+                } else if (isGzip(source) || !Compatibility.current().junkArchiveReadAsEmpty()) {
                     Extractor.untarGz(source, modelDir);
+                } else {
+                    return junk(source, modelDir, tmp, url, downloadedFile);
                 }
             }
             Manifest manifest = new Manifest();
@@ -98,6 +101,31 @@ public final class ModelArchive {
             // a malformed archive must not leave its folder behind or answer 500
             deleteTree(tmp);
             throw new ArchiveException(400, "Cannot extract model archive " + source.getFileName() + ": " + e);
+        }
+    }
+
+    /**
+     * compatibility=torchserve-0.12: a file that is neither zip nor gzip is read as TorchServe reads
+     * it, an empty archive with a default manifest, so the model is registered and listed; its
+     * handler names the file, so each worker's load fails saying which archive to replace.
+     */
+    private static ModelArchive junk(Path source, Path modelDir, Path tmp, String url, Path downloadedFile) {
+        LOG.warn("Model archive " + source.getFileName() + " is neither a .mar (zip) nor a .tar.gz: read as an empty "
+                + "archive with a default manifest (compatibility=torchserve-0.12); its workers cannot load");
+        Manifest manifest = new Manifest();
+        manifest.handler = "unreadable_archive:" + source.getFileName();
+        return new ModelArchive(modelDir, tmp, manifest, new LinkedHashMap<>(), url, downloadedFile);
+    }
+
+    /** Whether {@code p} is a file that is neither a zip nor a gzip stream (nor a directory). */
+    public static boolean isUnreadable(Path p) throws IOException {
+        return Files.isRegularFile(p) && !isZip(p) && !isGzip(p);
+    }
+
+    private static boolean isGzip(Path p) throws IOException {
+        try (InputStream in = Files.newInputStream(p)) {
+            byte[] magic = in.readNBytes(2);
+            return magic.length == 2 && (magic[0] & 0xff) == 0x1f && (magic[1] & 0xff) == 0x8b;
         }
     }
 

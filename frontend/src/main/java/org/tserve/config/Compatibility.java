@@ -70,6 +70,32 @@ public enum Compatibility {
     }
 
     /**
+     * gRPC SetDefault without a model_version: tserve answers INVALID_ARGUMENT naming the parameter;
+     * TorchServe looks the empty version up and answers NOT_FOUND (the model, or its version "").
+     */
+    public boolean setDefaultRequiresVersion() {
+        return !torchServe();
+    }
+
+    /**
+     * An archive that is neither zip nor gzip (a model_snapshot's .mar replaced by junk): TorchServe
+     * reads it as an empty archive with a default manifest and lists the model, whose workers never
+     * load; tserve refuses it (400 naming the file), so a snapshot drops the model.
+     */
+    public boolean junkArchiveReadAsEmpty() {
+        return torchServe();
+    }
+
+    /**
+     * A stateful (sequenceBatching) continuous-batching model: TorchServe hands a sequence's next
+     * request to the worker while the previous one still streams (its example handlers cancel a
+     * stream that way); tserve sends a sequence's requests one at a time.
+     */
+    public boolean sequenceRequestsOverlap() {
+        return torchServe();
+    }
+
+    /**
      * The worker lifecycle lines scripts read from the log (wlm.supervision.WorkerLog): TorchServe's
      * wording, which repeats no worker output, or tserve's, which names the cause on each line.
      */

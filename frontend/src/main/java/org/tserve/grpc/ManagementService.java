@@ -16,6 +16,7 @@ import org.pytorch.serve.grpc.management.RegisterModelRequest;
 import org.pytorch.serve.grpc.management.ScaleWorkerRequest;
 import org.pytorch.serve.grpc.management.SetDefaultRequest;
 import org.pytorch.serve.grpc.management.UnregisterModelRequest;
+import org.tserve.config.Compatibility;
 import org.tserve.wlm.ModelManager;
 import org.tserve.wlm.api.Job;
 import org.tserve.wlm.api.JobResponder;
@@ -141,7 +142,7 @@ final class ManagementService extends ManagementAPIsServiceGrpc.ManagementAPIsSe
         if (!requireName(req.getModelName(), out)) {
             return;
         }
-        if (req.getModelVersion().isEmpty()) {
+        if (req.getModelVersion().isEmpty() && Compatibility.current().setDefaultRequiresVersion()) {
             out.onError(Status.INVALID_ARGUMENT.withDescription("Parameter model_version is required.").asRuntimeException());
             return;
         }

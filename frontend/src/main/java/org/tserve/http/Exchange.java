@@ -48,12 +48,16 @@ final class Exchange {
     private final long start = System.nanoTime();
     private final ConfigManager cfg;
     private final ResponseListeners responses;
+    /** A stopping server's answers close their connections. */
+    private final ServerDrain drain;
     private final AtomicBoolean finished = new AtomicBoolean();
     private volatile boolean openAiErrors;
     /** Errors take the Open Inference Protocol generate extension's shape, {@code {"error": message}}. */
     private volatile boolean oipErrors;
 
-    Exchange(ChannelHandlerContext ctx, FullHttpRequest req, ConfigManager cfg, ResponseListeners responses) {
+    Exchange(ChannelHandlerContext ctx, FullHttpRequest req, ConfigManager cfg, ResponseListeners responses,
+             ServerDrain drain) {
+        this.drain = drain;
         this.responses = responses;
         this.ctx = ctx;
         this.method = req.method().name();
@@ -90,11 +94,16 @@ final class Exchange {
                 h.set(HttpHeaderNames.ACCESS_CONTROL_ALLOW_HEADERS, headers);
             }
         }
-        if (keepAlive && !mustClose) {
+        if (keepOpen()) {
             h.set(HttpHeaderNames.CONNECTION, HttpHeaderValues.KEEP_ALIVE);
         } else {
             h.set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
         }
+    }
+
+    /** Whether the connection stays open after this answer (the headers say so as it is sent). */
+    private boolean keepOpen() {
+        return keepAlive && !mustClose && !drain.draining();
     }
 
     /** Sends a full response (once); closes the connection only if the client did not ask for keep-alive. */
@@ -103,10 +112,14 @@ final class Exchange {
             resp.release();
             return;
         }
+        boolean open = keepOpen();   // decided once: a stop that starts now must not leave "keep-alive" on a closing answer
         commonHeaders(resp.headers());
+        if (!open) {
+            resp.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+        }
         HttpUtil.setContentLength(resp, resp.content().readableBytes());
         log(resp.status().code());
-        if (keepAlive && !mustClose) {
+        if (open) {
             ctx.writeAndFlush(resp).addListener(CLOSE_ON_FAILURE_LOGGED);
         } else {
             ctx.writeAndFlush(resp).addListener(LingeringClose.INSTANCE);
@@ -146,7 +159,7 @@ final class Exchange {
             return;
         }
         log(status);
-        if (keepAlive) {
+        if (keepAlive && !drain.draining()) {
             ctx.writeAndFlush(last).addListener(CLOSE_ON_FAILURE_LOGGED);
         } else {
             ctx.writeAndFlush(last).addListener(LingeringClose.INSTANCE);

@@ -55,6 +55,8 @@ public final class HttpServer {
     private final List<Channel> channels = new ArrayList<>();
     /** Open connections over all connectors (max_connections). */
     private final AtomicInteger openConnections = new AtomicInteger();
+    /** Graceful stop: answers close their connections, the last ones close lingering. */
+    private final ServerDrain drain = new ServerDrain();
     /** The TLS context of the https:// addresses (null when all are http://). */
     private SslContext tls;
     private final ResponseListeners responses;
@@ -115,6 +117,7 @@ public final class HttpServer {
                         if (!ConnectionGuard.admit(ch, openConnections, maxConnections, a.tls)) {
                             return;
                         }
+                        drain.track(ch);
                         if (a.tls) {
                             ch.pipeline().addLast(tls.newHandler(ch.alloc()));
                         }
@@ -127,7 +130,7 @@ public final class HttpServer {
                         ch.pipeline().addLast(new RequestDecompressor(maxRequest));
                         ch.pipeline().addLast(new SizeLimitedAggregator(maxRequest));
                         ch.pipeline().addLast(new RequestHandler(type, cfg, tokens, apis, extensions,
-                                description, responses));
+                                description, responses, drain));
                     }
                 });
         try {
@@ -147,16 +150,23 @@ public final class HttpServer {
                 .setMaxChunkSize(MAX_CHUNK_SIZE);
     }
 
-    /** Stops accepting new connections (open connections keep getting their answers). */
+    /**
+     * Stops accepting new connections. Open connections keep getting their answers, each with
+     * {@code Connection: close}; a request that arrives from now on is answered 503.
+     */
     public void stopAccepting() {
+        // the listeners close first: a client that reconnects after a closing answer is refused,
+        // never queued in a backlog that the listener's close would reset
         for (Channel c : channels) {
             c.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
         }
+        drain.start();
     }
 
     /** Closes everything. */
     public void shutdown() {
         stopAccepting();
+        drain.closeAll();   // lingering: a request a client sends meanwhile is dropped, not met with a reset
         blocking.shutdownNow();
         workflows.shutdown();
         boss.shutdownGracefully(0, 1, TimeUnit.SECONDS);

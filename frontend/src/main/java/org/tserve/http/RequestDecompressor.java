@@ -35,6 +35,8 @@ final class RequestDecompressor extends HttpContentDecoder {
     /** The current body's inflater (null when the body is not compressed). */
     private BodyInflater inflater;
     private HttpMessage request;
+    /** The request's Content-Encoding as sent: HttpContentDecoder removes the header before the body. */
+    private String encoding;
     private boolean failed;
 
     RequestDecompressor(int maxRequestSize) {
@@ -49,7 +51,7 @@ final class RequestDecompressor extends HttpContentDecoder {
         if (msg instanceof HttpRequest) {
             request = (HttpMessage) msg;
             inflater = null;
-            String encoding = request.headers().get(HttpHeaderNames.CONTENT_ENCODING);
+            encoding = request.headers().get(HttpHeaderNames.CONTENT_ENCODING);
             if (encoding != null && wrapper(encoding) == null
                     && !HttpHeaderValues.IDENTITY.contentEqualsIgnoreCase(encoding.trim())) {
                 fail(ctx, EarlyErrors.error(HttpResponseStatus.UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaTypeException",
@@ -69,10 +71,16 @@ final class RequestDecompressor extends HttpContentDecoder {
         } catch (DecoderException e) {
             boolean tooLarge = inflater != null && inflater.exhausted;
             fail(ctx, tooLarge ? EarlyErrors.tooLarge(limit) : EarlyErrors.error(HttpResponseStatus.BAD_REQUEST,
-                    "BadRequestException", "Cannot decompress the request body (Content-Encoding "
-                            + LogText.quote(request.headers().get(HttpHeaderNames.CONTENT_ENCODING)) + "): "
-                            + (e instanceof DecompressionException ? e.getMessage() : String.valueOf(e.getCause()))));
+                    "BadRequestException", cannotDecompress(encoding,
+                            e instanceof DecompressionException ? e.getMessage() : String.valueOf(e.getCause()))));
         }
+    }
+
+    /** The 400's message: the encoding the client declared, what is wrong, and what to send instead. */
+    static String cannotDecompress(String encoding, String problem) {
+        return "Cannot decompress the request body (Content-Encoding " + LogText.quote(encoding) + "): " + problem
+                + "; send the whole body compressed as one " + encoding.trim().toLowerCase(Locale.ROOT)
+                + " stream, or send it uncompressed without the Content-Encoding header";
     }
 
     private void fail(ChannelHandlerContext ctx, FullHttpResponse resp) {

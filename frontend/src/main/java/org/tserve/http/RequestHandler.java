@@ -36,9 +36,11 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
     private final List<ServerExtension> extensions;
     private final ApiDescription description;
     private final ResponseListeners responses;
+    private final ServerDrain drain;
 
     RequestHandler(ConnectorType type, ConfigManager cfg, TokenAuthorization tokens, RouteTable.Apis apis, List<ServerExtension> extensions, ApiDescription description,
-            ResponseListeners responses) {
+            ResponseListeners responses, ServerDrain drain) {
+        this.drain = drain;
         this.description = description;
         this.responses = responses;
         this.type = type;
@@ -83,10 +85,14 @@ final class RequestHandler extends SimpleChannelInboundHandler<FullHttpRequest> 
             // Netty's decoder skips the rest of the connection's bytes: the answer closes it
             HttpUtil.setKeepAlive(req, false);
         }
-        Exchange ex = new Exchange(ctx, req, cfg, responses);
+        Exchange ex = new Exchange(ctx, req, cfg, responses, drain);
         try {
             if (!req.decoderResult().isSuccess()) {
                 throw HttpError.undecodable(req.decoderResult().cause());
+            }
+            if (drain.draining()) {   // the answer closes the connection (Exchange): the client goes elsewhere
+                throw new HttpError(503, "ServiceUnavailableException", "Server is shutting down; send the request "
+                        + "to another server or retry once it has restarted");
             }
             QueryStringDecoder q = new QueryStringDecoder(req.uri());
             String[] seg = decode(req.uri(), q);

@@ -92,6 +92,24 @@ public class ArchiveTest {
     }
 
     @Test
+    public void aJunkArchiveIsRefusedOrUnderTheSwitchReadAsEmptyWithADefaultManifest() throws Exception {
+        Path junk = tmp.getRoot().toPath().resolve("densenet161.mar");
+        Files.write(junk, "junk data".getBytes(StandardCharsets.UTF_8));
+        assertTrue(ModelArchive.isUnreadable(junk));
+        assertRefused(junk, "neither a .mar (zip) nor a .tar.gz");
+        org.tserve.config.Compatibility.install(org.tserve.config.Compatibility.TORCHSERVE_0_12);
+        try {
+            // TorchServe 0.12's test_snapshot::test_replace_mar_file_with_dummy: the model is still listed
+            ModelArchive a = ModelArchive.open(junk, tmp.newFolder().toPath(), "densenet161.mar", null);
+            assertEquals(null, a.getManifest().modelName);
+            assertTrue(a.getManifest().handler, a.getManifest().handler.contains("densenet161.mar"));
+            a.delete();
+        } finally {
+            org.tserve.config.Compatibility.install(org.tserve.config.Compatibility.TSERVE);
+        }
+    }
+
+    @Test
     public void hugeLongNameHeaderIsRefusedBeforeAnyAllocation() throws Exception {
         // 99-byte archives: a GNU long name ('L') or PAX ('x') header declaring a size far above the data
         assertRefused(hostileTar("l2g.tar.gz", "17777777777\0", 'L', 0), "long-name or PAX header of 2147483647 bytes");

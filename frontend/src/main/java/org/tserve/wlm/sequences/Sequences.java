@@ -13,6 +13,7 @@ import java.util.Set;
 import java.util.concurrent.BlockingDeque;
 import java.util.function.BiConsumer;
 import java.util.function.LongSupplier;
+import org.tserve.config.Compatibility;
 import org.tserve.config.ModelSettings;
 import org.tserve.util.Ids;
 import org.tserve.wlm.api.Header;
@@ -54,8 +55,11 @@ public final class Sequences {
         final ArrayDeque<Job> waiting = new ArrayDeque<>();
         final long opened;
         long lastActive;
-        /** The request at the worker (or on its way there); null while the sequence idles. */
-        Job current;
+        /**
+         * The requests at the worker (or on their way there), oldest first; empty while the sequence
+         * idles. One, except with compatibility=torchserve-0.12 on a continuous model (see overlaps).
+         */
+        final ArrayDeque<Job> atWorker = new ArrayDeque<>();
         /** A SEQUENCE_END for an earlier sequence of this id is being written: nothing is sent before it. */
         boolean heldForEnd;
         boolean ending;
@@ -68,7 +72,7 @@ public final class Sequences {
         }
 
         boolean busy() {
-            return current != null || heldForEnd;
+            return !atWorker.isEmpty() || heldForEnd;
         }
     }
 
@@ -126,7 +130,7 @@ public final class Sequences {
             seq = new Sequence(id, leastLoaded(active), millisClock.getAsLong());
             seq.heldForEnd = endsInFlight.contains(id);
             open.put(id, seq);
-        } else if (seq.busy() && seq.waiting.size() >= s.maxSequenceJobQueueSize) {
+        } else if (!goesNow(seq) && seq.waiting.size() >= s.maxSequenceJobQueueSize) {
             throw new WlmException(503, "Sequence " + id + " of model \"" + model.name + "\" already has "
                     + seq.waiting.size() + " request(s) waiting (maxSequenceJobQueueSize=" + s.maxSequenceJobQueueSize
                     + "); send the next one after an answer, or raise maxSequenceJobQueueSize");
@@ -134,12 +138,33 @@ public final class Sequences {
         job.addAnswerHeader(new Header(ID, id));
         Sequence pinned = seq;
         job.onDone(() -> answered(pinned, job));
-        if (seq.busy()) {
+        if (!goesNow(seq)) {
             seq.waiting.add(job);
             job.onCancel(() -> dropWaiting(pinned, job));   // dispatch replaces it when the job goes
         } else {
             send(seq, job);
         }
+    }
+
+    /**
+     * Whether the next request of {@code seq} may go to the worker now. While one is there it may
+     * only with the switch:
+     * TorchServe's SequenceContinuousBatching hands it over, which its stateful handlers use to
+     * cancel a streaming request (a "-1" request of the same sequence). tserve keeps one request of
+     * a sequence at the worker (a conversation's next turn needs the previous answer); with
+     * compatibility=torchserve-0.12 on a continuous-batching model, two: the running one and the next.
+     */
+    private boolean roomAtWorker(Sequence seq) {
+        if (seq.heldForEnd) {
+            return false;
+        }
+        return seq.atWorker.isEmpty() || seq.atWorker.size() == 1 && model.getSettings().joinsRunningBatch()
+                && Compatibility.current().sequenceRequestsOverlap();
+    }
+
+    /** Whether a request submitted now goes to the worker (nothing waits before it and there is room). */
+    private boolean goesNow(Sequence seq) {
+        return seq.waiting.isEmpty() && roomAtWorker(seq);
     }
 
     /** A waiting request was cancelled: it leaves the sequence's queue; the running one goes on undisturbed. */
@@ -155,11 +180,10 @@ public final class Sequences {
     private void answered(Sequence seq, Job job) {
         List<Sequence> ended = new ArrayList<>();
         synchronized (this) {
-            if (seq.current != job) {
+            if (!seq.atWorker.remove(job)) {
                 seq.waiting.remove(job);
                 return;
             }
-            seq.current = null;
             seq.lastActive = millisClock.getAsLong();
             if ("true".equalsIgnoreCase(job.header(END))) {   // the client's: the sequence ends after this request
                 seq.ending = true;
@@ -168,11 +192,12 @@ public final class Sequences {
                 endNamed(seq, "true".equalsIgnoreCase(id) ? seq.id : id, ended);
             }
             if (seq.ending) {
-                close(seq, ended);
+                if (seq.atWorker.isEmpty()) {
+                    close(seq, ended);
+                }
             } else {
-                Job next = seq.waiting.poll();
-                if (next != null) {
-                    send(seq, next);
+                while (!seq.waiting.isEmpty() && roomAtWorker(seq)) {
+                    send(seq, seq.waiting.poll());
                 }
             }
         }
@@ -240,7 +265,7 @@ public final class Sequences {
     }
 
     private void send(Sequence seq, Job job) {
-        seq.current = job;
+        seq.atWorker.add(job);
         // not written yet: a cancel takes it out of the worker's queue (once written, a continuous
         // model's dispatch makes it a CANCEL to the worker)
         BlockingDeque<Job> q = seq.worker.sequenceQueue();
@@ -308,7 +333,7 @@ public final class Sequences {
                 if (seq.worker == worker) {
                     it.remove();
                     gone.put(seq.id, "lost its state: worker " + worker.getId() + " ended (" + why + ")");
-                    seq.current = null;   // failed with the worker's in-flight batches
+                    seq.atWorker.clear();   // failed with the worker's in-flight batches
                     lost.addAll(seq.waiting);
                     seq.waiting.clear();
                     seq.ending = true;

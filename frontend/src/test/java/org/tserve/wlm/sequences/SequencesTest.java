@@ -76,7 +76,10 @@ public class SequencesTest {
     }
 
     private void model(Map<String, Object> keys) throws Exception {
-        Path dir = tmp.getRoot().toPath();
+        if (manager != null) {
+            manager.shutdown();
+        }
+        Path dir = tmp.newFolder().toPath();
         manager = TestModels.manager(dir, TestModels.config(dir, ""));
         ModelSettings s = new ModelSettings();
         s.apply(keys, "test", new ArrayList<>());
@@ -186,6 +189,43 @@ public class SequencesTest {
         first.result(new Response(first.getId(), 200, "", "text/plain", List.of(), new byte[0]));
         assertEquals("the worker answered: the second goes", List.of(second), sentTo(w));
         assertEquals("the gone client's answer stays 499", 499, answers.get(first).status);
+    }
+
+    @Test
+    public void underTheSwitchAContinuousSequencesNextRequestJoinsTheRunningOne() throws Exception {
+        // TorchServe 0.12's test_infer_stateful_cancel: a "-1" request of the sequence reaches the handler
+        // while the sequence's first request still streams, and stops it
+        stateful(4, 4, true);
+        Job streaming = submit(job("s"));
+        WorkerThread w = holder(streaming);
+        Job cancel = submit(job("s"));
+        assertEquals("tserve: one request of a sequence at the worker", List.of(streaming), sentTo(w));
+        answer(w, streaming);
+        answer(w, cancel);
+        org.tserve.config.Compatibility.install(org.tserve.config.Compatibility.TORCHSERVE_0_12);
+        try {
+            Job first = submit(job("s"));
+            Job second = submit(job("s"));
+            Job third = submit(job("s"));
+            assertEquals("the next one joins the running one; a third waits", List.of(first, second), sentTo(w));
+            answer(w, second);   // the cancel is answered first
+            assertEquals(List.of(first, third), sentTo(w));
+            answer(w, first);
+            answer(w, third);
+            assertEquals(200, answers.get(first).status);
+        } finally {
+            org.tserve.config.Compatibility.install(org.tserve.config.Compatibility.TSERVE);
+        }
+        stateful(4, 4, false);   // without continuous batching the worker runs one request at a time anyway
+        org.tserve.config.Compatibility.install(org.tserve.config.Compatibility.TORCHSERVE_0_12);
+        try {
+            Job one = submit(job("t"));
+            WorkerThread wt = holder(one);
+            submit(job("t"));
+            assertEquals(List.of(one), sentTo(wt));
+        } finally {
+            org.tserve.config.Compatibility.install(org.tserve.config.Compatibility.TSERVE);
+        }
     }
 
     @Test
