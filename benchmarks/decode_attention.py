@@ -16,8 +16,10 @@ the machine's load moves both alike.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -43,7 +45,7 @@ def queries(rows: int, peaked: bool, dtype: torch.dtype, seed: int = 1) -> torch
     return (q * (40.0 if peaked else 0.05)).to(dtype)
 
 
-def time_call(fn, repeats: int) -> float:
+def time_call(fn: Callable[[], object], repeats: int) -> float:
     fn()  # warm: the pool into cache as far as it goes, the library's first call
     times = []
     for _ in range(repeats):
@@ -71,8 +73,8 @@ def main() -> None:
         for r in range(args.rounds):
             for shape in ("flat", "peaked") if r % 2 == 0 else ("peaked", "flat"):
                 q = queries(args.rows, shape == "peaked", dtype)
-                cells[shape].append(time_call(lambda q=q: kernel(q, keys, values, table, lengths, DIM ** -0.5),
-                                              args.repeats))
+                call = functools.partial(kernel, q, keys, values, table, lengths, DIM ** -0.5)
+                cells[shape].append(time_call(call, args.repeats))
         flat, peaked = statistics.median(cells["flat"]), statistics.median(cells["peaked"])
         print(f"  {str(dtype).removeprefix('torch.'):9s} flat {flat:7.2f} ms   peaked {peaked:7.2f} ms   "
               f"peaked / flat {peaked / flat:.2f}   (rounds: flat {[round(x, 2) for x in cells['flat']]}, "
