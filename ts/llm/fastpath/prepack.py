@@ -1,0 +1,81 @@
+"""Linear weights prepared once, at load, for the CPU's GEMM (as vLLM's CPU backend prepacks its
+weights for oneDNN); the fast forward (``llama.py``) calls ``PackedLinear`` where it called
+``F.linear``.
+
+* float32: ``F.linear`` (MKL's GEMM). MKL's packed GEMM (``_mkl_reorder_linear_weight`` and
+  ``_mkl_linear``) gives the same bits, but measured no faster on an AVX2 EPYC (0.67-1.25x, noise
+  either way, ``benchmarks/linear_prepack.py``) for 1.7x the weight's memory beside it, and oneDNN's
+  float32 reorder was slower at a prompt step's rows: neither is used.
+* bfloat16 on a CPU where oneDNN has a bfloat16 GEMM (AVX512-BW, AVX512-BF16, AMX or
+  AVX-NE-CONVERT: ``torch.ops.mkldnn._is_mkldnn_bf16_supported()``): the weight reordered once
+  for oneDNN (``torch.ops.mkldnn._reorder_linear_weight``) and ``_linear_pointwise``.
+* bfloat16 on a CPU without one (AVX2 only): the bfloat16 GEMM is emulated there, about 2.5x
+  slower than float32 at 32 rows and 5x at 544; the rows are widened to float32, multiplied by a
+  float32 copy of the weight, and the output rounded to bfloat16 once -- bfloat16's own GEMM
+  accumulates in float32 too, so the result is the same within bfloat16's rounding. At one row
+  (memory-bound, a single sequence decoding) the bfloat16 weight is read instead: half the bytes.
+* anything else (a GPU, float16, ``TS_PREPACK_LINEAR=0``): ``F.linear``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+
+PACK_ROWS = 32  # oneDNN's reorder hint: the rows a call usually has (any row count works)
+# rows at or below which a bfloat16 weight is read as is on a CPU without a bfloat16 GEMM: a
+# memory-bound GEMV, where bfloat16 reads half the bytes of the float32 copy
+BF16_GEMV_ROWS = 1
+
+
+def native_bfloat16() -> bool:
+    """oneDNN has a bfloat16 GEMM on this CPU (else torch emulates it)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def enabled() -> bool:
+    return os.environ.get("TS_PREPACK_LINEAR", "1") != "0"
+
+
+class PackedLinear:
+    """``x -> F.linear(x, weight, bias)`` through the fastest prepared form of ``weight`` for its
+    device and dtype (the module's docstring); ``how`` names it."""
+
+    __slots__ = ("weight", "bias", "how", "_packed", "_bias32", "_call")
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        self.weight, self.bias = weight, bias
+        self._packed: torch.Tensor | None = None
+        self._bias32: torch.Tensor | None = None
+        self._call = self._plain
+        self.how = "F.linear"
+        if not enabled() or weight.device.type != "cpu":
+            return
+        with torch.inference_mode():
+            if weight.dtype == torch.bfloat16 and native_bfloat16():
+                self._packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
+                self._call, self.how = self._onednn, "oneDNN reordered bfloat16"
+            elif weight.dtype == torch.bfloat16:
+                self._packed = weight.float()
+                self._bias32 = bias.float() if bias is not None else None
+                self._call = self._widened
+                self.how = "bfloat16 widened to float32 (no bfloat16 GEMM on this CPU)"
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self._call(x)
+
+    def _plain(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def _onednn(self, x: torch.Tensor) -> torch.Tensor:
+        assert self._packed is not None
+        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, "none", [], "")
+        return out
+
+    def _widened(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] <= BF16_GEMV_ROWS:
+            return F.linear(x, self.weight, self.bias)
+        assert self._packed is not None
+        return F.linear(x.float(), self._packed, self._bias32).to(torch.bfloat16)
