@@ -88,9 +88,17 @@ async def _post(port: int, body: bytes) -> dict[str, Any]:
     return doc
 
 
+PARTIAL = "<part of a UTF-8 character>"
+
+
 def _tokens(doc: dict[str, Any]) -> list[str]:
-    tokens: list[str] = doc["choices"][0]["logprobs"]["tokens"]
-    return tokens
+    """The answer's tokens as ``logprobs.tokens`` spells them, then its text. A token that is part
+    of a UTF-8 character is spelled differently by the two (vLLM: ``""``; tserve, decoding it alone
+    as Hugging Face does: ``"\ufffd"``): both become ``PARTIAL``, and the whole text (exact) is
+    compared as the last entry."""
+    choice = doc["choices"][0]
+    tokens = [PARTIAL if (t == "" or "\ufffd" in t) else t for t in choice["logprobs"]["tokens"]]
+    return [*tokens, f"text: {choice['text']}"]
 
 
 async def answers(port: int, name: str, work: list[tuple[str, int]], together: bool) -> list[list[str]]:

@@ -67,3 +67,13 @@ def test_without_the_vllm_venv_the_scenario_says_why_and_skips(tmp_path, monkeyp
     assert llm_vllm.run({}, tmp_path, tmp_path, 1.0, ["toy"], ["float32"]) == {"skipped": why}
     assert f"vLLM skipped: {why}" in capsys.readouterr().out
     assert llm_vllm.report_lines({"skipped": why}) == [f"LLM beside vLLM: skipped ({why})", ""]
+
+
+def test_tokens_that_are_part_of_a_character_compare_equal_across_the_two_spellings():
+    def doc(tokens, text):
+        return {"choices": [{"text": text, "logprobs": {"tokens": tokens}}]}
+
+    vllm = llm_vllm._tokens(doc(["a", "", " b"], "a\u00e9 b"))
+    tserve = llm_vllm._tokens(doc(["a", "\ufffd", " b"], "a\u00e9 b"))
+    assert vllm == tserve == ["a", llm_vllm.PARTIAL, " b", "text: a\u00e9 b"]
+    assert llm_vllm._tokens(doc(["a", "", " c"], "a\u00e9 c")) != vllm
