@@ -10,8 +10,9 @@
  * bfloat16 too); a bfloat16 pool's keys and values are widened as they are read (a bfloat16 is
  * the top half of a float32). Softmax in two passes over a head's scores (max, then exp and sum;
  * the weighted values are divided by the sum once, at the end). The kernel is bound by reading
- * the pool: a 32-row step reads megabytes of keys and values, more than a core's L2 holds; each
- * key and value is read once per row, for all the query heads of its kv head.
+ * the pool: a 32-row step reads megabytes of keys and values, more than a core's L2 holds. A
+ * head's keys and values are read four tokens at a time; the heads of one kv head read it again
+ * from L1 (a row's tokens of one kv head are a few tens of kilobytes).
  *
  * Rows are shared among OpenMP threads: loaded into a process that has imported torch, the
  * library binds to torch's own libgomp (the same soname), so it runs on torch's thread pool with
@@ -33,32 +34,6 @@ static inline float widen_bf16(uint16_t x) {
     float f;
     memcpy(&f, &bits, sizeof f);
     return f;
-}
-
-/* <widen>_rows: four tokens' dim values of one kv head, token_stride apart in the pool, as float32
- * rows <widen>_stride apart: a float32 pool's own memory; a bfloat16 pool's widened once into buf
- * (4 * dim floats), then read by every query head of the kv head from L1. */
-static inline const float *widen_f32_rows(const float *src, int64_t token_stride, float *buf, int64_t dim) {
-    (void)token_stride, (void)buf, (void)dim;
-    return src;
-}
-
-static inline int64_t widen_f32_stride(int64_t token_stride, int64_t dim) {
-    (void)dim;
-    return token_stride;
-}
-
-static inline const float *widen_bf16_rows(const uint16_t *src, int64_t token_stride, float *buf, int64_t dim) {
-    for (int64_t i = 0; i < 4; i++) {
-        _Pragma("omp simd")
-        for (int64_t d = 0; d < dim; d++) buf[i * dim + d] = widen_bf16(src[i * token_stride + d]);
-    }
-    return buf;
-}
-
-static inline int64_t widen_bf16_stride(int64_t token_stride, int64_t dim) {
-    (void)token_stride;
-    return dim;
 }
 
 /* exp(x) for x <= 0 (a score minus its row's largest), in plain arithmetic the compiler vectorizes
@@ -113,104 +88,73 @@ static void attend_row_##NAME##_d##D(const float *qr, const T *keys, const T *va
 }
 
 /* attend_row_<name>: one row, its query heads qr (heads, dim) over its first n tokens into orow;
- * scores: heads * n floats. One kv head at a time, with all its query heads (grouped-query
- * attention): each key and value is read (and, in bfloat16, widened) once for the group, not once
- * per query head -- with bfloat16 on AVX2 the widening cost as much as the arithmetic. Keys and
- * values are taken four tokens at a time: four dot products (or four weighted values) in one pass
- * over dim keep four independent sums in flight, where one at a time waits on each multiply-add's
- * latency. attend_row_<name>_d<D> is the same with dim a constant (64 and 128, the usual head
- * sizes), so the compiler unrolls dim into registers. paged_decode_attention_<name>: every row
- * (see below). */
-#define PAGED_DECODE(NAME, T, WIDEN)                                                                       \
-static inline __attribute__((always_inline)) void                                                          \
-attend_row_##NAME(const float *qr, const T *keys, const T *values, const int64_t *table, int64_t n,        \
+ * scores: heads * n floats. Keys and values are taken four tokens at a time: four dot products
+ * (or four weighted values) in one pass over dim keep four independent sums in flight, where one
+ * at a time waits on each multiply-add's latency. attend_row_<name>_d<D> is the same with dim a
+ * constant (64 and 128, the usual head sizes), so the compiler unrolls dim into registers.
+ * paged_decode_attention_<name>: every row (see below). */
+#define PAGED_DECODE(NAME, T, WIDEN)                                                                      \
+static inline __attribute__((always_inline)) void                                                           \
+attend_row_##NAME(const float *qr, const T *keys, const T *values, const int64_t *table, int64_t n,         \
                   float *orow, float *scores, int64_t heads, int64_t groups, int64_t dim,                  \
                   int64_t block_size, int64_t token_stride, int64_t block_stride, float scale) {           \
-    float wide[4 * dim]; /* four tokens' keys (or values) of one kv head, widened to float32 */            \
-    for (int64_t kvh = 0; kvh < heads / groups; kvh++) {                                                   \
-        const float *qk = qr + kvh * groups * dim; /* the kv head's query heads, one after another */      \
-        float *sk = scores + kvh * groups * n;                                                             \
+    for (int64_t h = 0; h < heads; h++) {                                                                  \
+        const float *qh = qr + h * dim;                                                                    \
+        float *s = scores + h * n;                                                                         \
         for (int64_t start = 0, b = 0; start < n; start += block_size, b++) {                              \
             const int64_t end = start + block_size < n ? start + block_size : n;                           \
-            const T *k0 = keys + table[b] * block_stride + kvh * dim;                                      \
+            const T *k0 = keys + table[b] * block_stride + (h / groups) * dim;                             \
             int64_t t = start;                                                                             \
             for (; t + 4 <= end; t += 4, k0 += 4 * token_stride) {                                         \
-                const float *w = WIDEN##_rows(k0, token_stride, wide, dim);                                \
-                const int64_t ws = WIDEN##_stride(token_stride, dim);                                      \
-                for (int64_t g = 0; g < groups; g++) {                                                     \
-                    const float *qh = qk + g * dim;                                                        \
-                    float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;                                          \
-                    _Pragma("omp simd reduction(+:d0, d1, d2, d3)")                                        \
-                    for (int64_t d = 0; d < dim; d++) {                                                    \
-                        d0 += qh[d] * w[d];                                                                \
-                        d1 += qh[d] * w[ws + d];                                                           \
-                        d2 += qh[d] * w[2 * ws + d];                                                       \
-                        d3 += qh[d] * w[3 * ws + d];                                                       \
-                    }                                                                                      \
-                    float *s = sk + g * n;                                                                 \
-                    s[t] = d0 * scale, s[t + 1] = d1 * scale, s[t + 2] = d2 * scale, s[t + 3] = d3 * scale;\
+                const T *k1 = k0 + token_stride, *k2 = k1 + token_stride, *k3 = k2 + token_stride;         \
+                float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;                                              \
+                _Pragma("omp simd reduction(+:d0, d1, d2, d3)")                                            \
+                for (int64_t d = 0; d < dim; d++) {                                                        \
+                    d0 += qh[d] * WIDEN(k0[d]);                                                            \
+                    d1 += qh[d] * WIDEN(k1[d]);                                                            \
+                    d2 += qh[d] * WIDEN(k2[d]);                                                            \
+                    d3 += qh[d] * WIDEN(k3[d]);                                                            \
                 }                                                                                          \
+                s[t] = d0 * scale, s[t + 1] = d1 * scale, s[t + 2] = d2 * scale, s[t + 3] = d3 * scale;    \
             }                                                                                              \
             for (; t < end; t++, k0 += token_stride) {                                                     \
-                for (int64_t g = 0; g < groups; g++) {                                                     \
-                    const float *qh = qk + g * dim;                                                        \
-                    float dot = 0.f;                                                                       \
-                    _Pragma("omp simd reduction(+:dot)")                                                   \
-                    for (int64_t d = 0; d < dim; d++) dot += qh[d] * WIDEN(k0[d]);                         \
-                    sk[g * n + t] = dot * scale;                                                           \
-                }                                                                                          \
+                float dot = 0.f;                                                                           \
+                _Pragma("omp simd reduction(+:dot)")                                                       \
+                for (int64_t d = 0; d < dim; d++) dot += qh[d] * WIDEN(k0[d]);                             \
+                s[t] = dot * scale;                                                                        \
             }                                                                                              \
         }                                                                                                  \
-        float inv[groups];                                                                                 \
-        for (int64_t g = 0; g < groups; g++) {                                                             \
-            float *s = sk + g * n;                                                                         \
-            float top = -INFINITY, sum = 0.f;                                                              \
-            for (int64_t t = 0; t < n; t++) top = s[t] > top ? s[t] : top;                                 \
-            _Pragma("omp simd reduction(+:sum)")                                                           \
-            for (int64_t t = 0; t < n; t++) {                                                              \
-                s[t] = exp_nonpositive(s[t] - top);                                                        \
-                sum += s[t];                                                                               \
-            }                                                                                              \
-            inv[g] = 1.f / sum;                                                                            \
-            memset(orow + (kvh * groups + g) * dim, 0, sizeof(float) * (size_t)dim);                       \
+        float top = -INFINITY, sum = 0.f;                                                                  \
+        for (int64_t t = 0; t < n; t++) top = s[t] > top ? s[t] : top;                                     \
+        _Pragma("omp simd reduction(+:sum)")                                                               \
+        for (int64_t t = 0; t < n; t++) {                                                                  \
+            s[t] = exp_nonpositive(s[t] - top);                                                            \
+            sum += s[t];                                                                                   \
         }                                                                                                  \
+        const float inv = 1.f / sum;                                                                       \
+        float *oh = orow + h * dim;                                                                        \
+        memset(oh, 0, sizeof(float) * (size_t)dim);                                                        \
         for (int64_t start = 0, b = 0; start < n; start += block_size, b++) {                              \
             const int64_t end = start + block_size < n ? start + block_size : n;                           \
-            const T *v0 = values + table[b] * block_stride + kvh * dim;                                    \
+            const T *v0 = values + table[b] * block_stride + (h / groups) * dim;                           \
             int64_t t = start;                                                                             \
             for (; t + 4 <= end; t += 4, v0 += 4 * token_stride) {                                         \
-                int any = 0; /* a peaked softmax's tail: every head's four weights are zeros */            \
-                for (int64_t g = 0; g < groups; g++) {                                                     \
-                    const float *s = sk + g * n + t;                                                       \
-                    any |= (s[0] != 0.f) | (s[1] != 0.f) | (s[2] != 0.f) | (s[3] != 0.f);                  \
-                }                                                                                          \
-                if (!any)                                                                                  \
+                const T *v1 = v0 + token_stride, *v2 = v1 + token_stride, *v3 = v2 + token_stride;         \
+                const float p0 = s[t], p1 = s[t + 1], p2 = s[t + 2], p3 = s[t + 3];                        \
+                if (p0 == 0.f && p1 == 0.f && p2 == 0.f && p3 == 0.f) /* a peaked softmax's tail */       \
                     continue;                                                                              \
-                const float *w = WIDEN##_rows(v0, token_stride, wide, dim);                                \
-                const int64_t ws = WIDEN##_stride(token_stride, dim);                                      \
-                for (int64_t g = 0; g < groups; g++) {                                                     \
-                    const float *s = sk + g * n;                                                           \
-                    const float p0 = s[t], p1 = s[t + 1], p2 = s[t + 2], p3 = s[t + 3];                    \
-                    float *oh = orow + (kvh * groups + g) * dim;                                           \
-                    _Pragma("omp simd")                                                                    \
-                    for (int64_t d = 0; d < dim; d++)                                                      \
-                        oh[d] += p0 * w[d] + p1 * w[ws + d] + p2 * w[2 * ws + d] + p3 * w[3 * ws + d];     \
-                }                                                                                          \
+                _Pragma("omp simd")                                                                        \
+                for (int64_t d = 0; d < dim; d++)                                                          \
+                    oh[d] += p0 * WIDEN(v0[d]) + p1 * WIDEN(v1[d]) + p2 * WIDEN(v2[d]) + p3 * WIDEN(v3[d]); \
             }                                                                                              \
             for (; t < end; t++, v0 += token_stride) {                                                     \
-                for (int64_t g = 0; g < groups; g++) {                                                     \
-                    const float p = sk[g * n + t];                                                         \
-                    float *oh = orow + (kvh * groups + g) * dim;                                           \
-                    _Pragma("omp simd")                                                                    \
-                    for (int64_t d = 0; d < dim; d++) oh[d] += p * WIDEN(v0[d]);                           \
-                }                                                                                          \
+                const float p = s[t];                                                                      \
+                _Pragma("omp simd")                                                                        \
+                for (int64_t d = 0; d < dim; d++) oh[d] += p * WIDEN(v0[d]);                               \
             }                                                                                              \
         }                                                                                                  \
-        for (int64_t g = 0; g < groups; g++) {                                                             \
-            float *oh = orow + (kvh * groups + g) * dim;                                                   \
-            _Pragma("omp simd")                                                                            \
-            for (int64_t d = 0; d < dim; d++) oh[d] *= inv[g];                                             \
-        }                                                                                                  \
+        _Pragma("omp simd")                                                                                \
+        for (int64_t d = 0; d < dim; d++) oh[d] *= inv;                                                    \
     }                                                                                                      \
 }                                                                                                          \
                                                                                                            \
