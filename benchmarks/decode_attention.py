@@ -7,10 +7,11 @@ blocks of 32).
 Flat: queries and keys of one scale, so every weight of a row's softmax is near 1/n. Peaked: the
 queries scaled so a row's scores lie hundreds apart -- one token takes nearly all the weight and
 the others' weights fall to or below float's smallest normal (2^-126), as in trained models'
-attention; before the kernel flushed those to zero, each product with a subnormal weight cost a
-microcode assist and peaked attention ran about 8x slower than flat. Cells alternate (flat,
-peaked, flat, ...) and each prints the median of ``--repeats`` calls (ms per call, one layer);
-the machine's load moves both alike.
+attention; on an AVX-512 Xeon, before the kernel flushed those to zero, each product with a
+subnormal weight cost a microcode assist and peaked attention ran about 8x slower than flat
+(issue 42). Cells alternate (flat, peaked, flat, ...) and each prints the median of ``--repeats``
+calls, in ms of this thread's CPU time per call (one layer, one thread): on a shared machine the
+wall time of a call moved up to 20x with the load, its CPU time a few percent.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ def time_call(fn: Callable[[], object], repeats: int) -> float:
     fn()  # warm: the pool into cache as far as it goes, the library's first call
     times = []
     for _ in range(repeats):
-        started = time.perf_counter()
+        started = time.thread_time()
         fn()
-        times.append(time.perf_counter() - started)
+        times.append(time.thread_time() - started)
     return statistics.median(times) * 1000
 
 
@@ -62,8 +63,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3, help="alternations of flat and peaked per dtype")
     args = ap.parse_args()
+    torch.set_num_threads(1)  # the kernel on this thread: its CPU time is the call's
     print(f"decode attention, {args.rows} rows x {args.context} tokens, {HEADS} heads ({KV_HEADS} KV), "
-          f"dim {DIM}, blocks of {BLOCK}, {torch.get_num_threads()} thread(s); ms per layer, medians")
+          f"dim {DIM}, blocks of {BLOCK}, one thread; ms of CPU per layer, medians")
     for dtype in (torch.float32, torch.bfloat16):
         kernel = native.decode_kernel(torch.device("cpu"), dtype)
         if kernel is None:

@@ -41,8 +41,8 @@ static inline float widen_bf16(uint16_t x) {
  * exp is refused: it turns on flush-to-zero for the whole process). 2^(x log2 e) = 2^k 2^f with k
  * the nearest integer (rounded by adding 1.5 * 2^23, whose low bits then hold k) and |f| <= 1/2;
  * e^(f ln 2) by its Taylor series to the 6th power: relative error below 2e-7, about libm's.
- * Below 2^-126 the result is exactly 0 (no subnormals: a peaked softmax's tail is zeros, which
- * the weighted sum skips; a weight below 2^-126 is negligible beside the row's 1). */
+ * Below 2^-126 the result is exactly 0 (no subnormals: a weight below 2^-126 is negligible beside
+ * the row's 1). */
 static inline float exp_nonpositive(float x) {
     const float shifter = 12582912.f;
     float t = x * 1.44269504088896341f;
@@ -60,8 +60,10 @@ static inline float exp_nonpositive(float x) {
 
 /* Flush-to-zero and denormals-are-zero on this thread while the kernel runs (x86's MXCSR; restored
  * after): a weight just above 2^-126 times a small value is a subnormal product, and each costs a
- * microcode assist (~100 cycles) -- peaked attention, whose weights are mostly tiny, ran ~8x slower
- * than flat attention without it. Set per OpenMP thread, never left on for the process. */
+ * microcode assist (~100 cycles) on Intel cores -- peaked attention, whose weights are mostly tiny,
+ * ran ~8x slower than flat attention without it on an AVX-512 Xeon (issue 42; an AVX2 EPYC showed
+ * no penalty either way, benchmarks/decode_attention.py). Set per OpenMP thread, never left on
+ * for the process. */
 #if defined(__SSE2__)
 #define FTZ_DAZ 0x8040u
 typedef unsigned int fp_mode;
@@ -141,8 +143,6 @@ attend_row_##NAME(const float *qr, const T *keys, const T *values, const int64_t
             for (; t + 4 <= end; t += 4, v0 += 4 * token_stride) {                                         \
                 const T *v1 = v0 + token_stride, *v2 = v1 + token_stride, *v3 = v2 + token_stride;         \
                 const float p0 = s[t], p1 = s[t + 1], p2 = s[t + 2], p3 = s[t + 3];                        \
-                if (p0 == 0.f && p1 == 0.f && p2 == 0.f && p3 == 0.f) /* a peaked softmax's tail */       \
-                    continue;                                                                              \
                 _Pragma("omp simd")                                                                        \
                 for (int64_t d = 0; d < dim; d++)                                                          \
                     oh[d] += p0 * WIDEN(v0[d]) + p1 * WIDEN(v1[d]) + p2 * WIDEN(v2[d]) + p3 * WIDEN(v3[d]); \
