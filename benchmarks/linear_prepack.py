@@ -5,7 +5,7 @@ prompt tokens), one thread:
 * ``F.linear`` on the model's weights (what the fast forward ran);
 * float32: MKL's packed GEMM (``torch.ops.mkl._mkl_linear`` on a weight packed once with
   ``_mkl_reorder_linear_weight``; the same bits as ``F.linear``), what ``ts/llm/fastpath/prepack.py``
-  uses;
+  uses with ``TS_PREPACK_LINEAR=all``;
 * bfloat16: torch's bfloat16 GEMM, against widening to float32 for the matmul (a float32 copy of
   the weights; the output rounded to bfloat16 once): on a CPU without AVX512-BF16/AMX/AVX-NE-CONVERT
   oneDNN has no bfloat16 kernel and the bfloat16 GEMM is emulated.
@@ -13,7 +13,8 @@ prompt tokens), one thread:
     .venv/bin/python -m benchmarks.linear_prepack [--rounds 3] [--repeats 5]
 
 Ways alternate within each round (A B B A); each line is the median over rounds of per-round
-medians, in ms for the five matmuls of one layer plus a sixteenth of lm_head.
+medians, in ms of this thread's CPU time for the four matmuls of one layer (on a shared machine
+the wall time moved up to 20x with the load, the CPU time a few percent).
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ def median_ms(fn: Callable[[], object], repeats: int) -> float:
     fn()
     times = []
     for _ in range(repeats):
-        started = time.perf_counter()
+        started = time.thread_time()
         fn()
-        times.append(time.perf_counter() - started)
+        times.append(time.thread_time() - started)
     return statistics.median(times) * 1000
 
 
@@ -55,7 +56,7 @@ def main() -> None:
           f"{args.rounds} rounds")
     for dtype in (torch.float32, torch.bfloat16):
         ws = [w.to(dtype) for w in weights]
-        packed = [PackedLinear(w, None) for w in ws]
+        packed = [PackedLinear(w, None, pack_float32=True) for w in ws]
         for rows in (int(r) for r in args.rows.split(",")):
             xs = [torch.randn(rows, w.shape[1], generator=gen).to(dtype) for w in ws]
             for w, p, x in zip(ws, packed, xs, strict=True):  # same answer, within bfloat16's rounding

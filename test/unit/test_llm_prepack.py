@@ -67,3 +67,22 @@ def test_switched_off_or_off_the_cpu_it_is_f_linear(monkeypatch):
     monkeypatch.delenv("TS_PREPACK_LINEAR")
     meta = PackedLinear(w.to("meta"), None)  # another device: nothing prepared
     assert meta.how == "F.linear"
+
+
+@pytest.mark.parametrize("rows", [1, 3, 32, 40])
+@pytest.mark.parametrize("bias", [False, True])
+def test_float32_packed_for_mkl_is_f_linear_bit_for_bit(monkeypatch, rows, bias):
+    if not torch.backends.mkl.is_available():
+        pytest.skip("torch was built without MKL: float32 weights stay F.linear's")
+    monkeypatch.setenv("TS_PREPACK_LINEAR", "all")
+    w, b = weights(torch.float32, bias)
+    linear = PackedLinear(w, b)
+    assert linear.how == "MKL packed float32"
+    x = torch.randn(rows, 64, generator=torch.Generator().manual_seed(rows))
+    assert torch.equal(linear(x), F.linear(x, w, b))
+
+
+def test_a_bad_switch_value_is_refused_with_the_choices(monkeypatch):
+    monkeypatch.setenv("TS_PREPACK_LINEAR", "yes")
+    with pytest.raises(ValueError, match="TS_PREPACK_LINEAR='yes': use 0 .off., 1 .* or all"):
+        PackedLinear(*weights(torch.float32, False))

@@ -2,10 +2,12 @@
 weights for oneDNN); the fast forward (``llama.py``) calls ``PackedLinear`` where it called
 ``F.linear``.
 
-* float32: ``F.linear`` (MKL's GEMM). MKL's packed GEMM (``_mkl_reorder_linear_weight`` and
-  ``_mkl_linear``) gives the same bits, but measured no faster on an AVX2 EPYC (0.67-1.25x, noise
-  either way, ``benchmarks/linear_prepack.py``) for 1.7x the weight's memory beside it, and oneDNN's
-  float32 reorder was slower at a prompt step's rows: neither is used.
+* float32: ``F.linear`` (MKL's GEMM) unless ``TS_PREPACK_LINEAR=all``: then MKL's packed GEMM
+  (the weight packed once with ``_mkl_reorder_linear_weight``, ``_mkl_linear`` per call; the
+  same bits as ``F.linear`` at any row count, tested). On an AVX2 EPYC it took 1.31x less CPU at
+  32 rows (a c32 decode step) and the same at 1, 8 and 544 (``benchmarks/linear_prepack.py``),
+  for 1.7x the weight's memory beside the model's own parameters (kept for Hugging Face's
+  forward): not a default. (oneDNN's float32 reorder was slower at a prompt step's rows.)
 * bfloat16 on a CPU where oneDNN has a bfloat16 GEMM (AVX512-BW, AVX512-BF16, AMX or
   AVX-NE-CONVERT: ``torch.ops.mkldnn._is_mkldnn_bf16_supported()``): the weight reordered once
   for oneDNN (``torch.ops.mkldnn._reorder_linear_weight``) and ``_linear_pointwise``.
@@ -24,7 +26,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-PACK_ROWS = 32  # oneDNN's reorder hint: the rows a call usually has (any row count works)
+PACK_ROWS = 32  # MKL's and oneDNN's packing hint: the rows a call usually has (any row count works)
 # rows at or below which a bfloat16 weight is read as is on a CPU without a bfloat16 GEMM: a
 # memory-bound GEMV, where bfloat16 reads half the bytes of the float32 copy
 BF16_GEMV_ROWS = 1
@@ -35,8 +37,13 @@ def native_bfloat16() -> bool:
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-def enabled() -> bool:
-    return os.environ.get("TS_PREPACK_LINEAR", "1") != "0"
+def mode() -> str:
+    """``TS_PREPACK_LINEAR``: ``0`` (off), ``1`` (the default: bfloat16), ``all`` (float32 too)."""
+    value = os.environ.get("TS_PREPACK_LINEAR", "1")
+    if value not in ("0", "1", "all"):
+        raise ValueError(f"TS_PREPACK_LINEAR={value!r}: use 0 (off), 1 (bfloat16 weights, the default) or all "
+                         "(float32 weights packed for MKL too)")
+    return value
 
 
 class PackedLinear:
@@ -45,16 +52,23 @@ class PackedLinear:
 
     __slots__ = ("weight", "bias", "how", "_packed", "_bias32", "_call")
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, pack_float32: bool | None = None) -> None:
+        """``pack_float32``: MKL's packed GEMM for a float32 weight (default: ``TS_PREPACK_LINEAR=all``)."""
         self.weight, self.bias = weight, bias
         self._packed: torch.Tensor | None = None
         self._bias32: torch.Tensor | None = None
         self._call = self._plain
         self.how = "F.linear"
-        if not enabled() or weight.device.type != "cpu":
+        setting = mode()
+        if setting == "0" or weight.device.type != "cpu":
             return
+        if pack_float32 is None:
+            pack_float32 = setting == "all"
         with torch.inference_mode():
-            if weight.dtype == torch.bfloat16 and native_bfloat16():
+            if weight.dtype == torch.float32 and pack_float32 and torch._C.has_mkl:
+                self._packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, PACK_ROWS)
+                self._call, self.how = self._mkl, "MKL packed float32"
+            elif weight.dtype == torch.bfloat16 and native_bfloat16():
                 self._packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
                 self._call, self.how = self._onednn, "oneDNN reordered bfloat16"
             elif weight.dtype == torch.bfloat16:
@@ -68,6 +82,10 @@ class PackedLinear:
 
     def _plain(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)
+
+    def _mkl(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = torch.ops.mkl._mkl_linear(x, self._packed, self.weight, self.bias, PACK_ROWS)
+        return out
 
     def _onednn(self, x: torch.Tensor) -> torch.Tensor:
         assert self._packed is not None
