@@ -11,11 +11,12 @@ weights for oneDNN); the fast forward (``llama.py``) calls ``PackedLinear`` wher
 * bfloat16 on a CPU where oneDNN has a bfloat16 GEMM (AVX512-BW, AVX512-BF16, AMX or
   AVX-NE-CONVERT: ``torch.ops.mkldnn._is_mkldnn_bf16_supported()``): the weight reordered once
   for oneDNN (``torch.ops.mkldnn._reorder_linear_weight``) and ``_linear_pointwise``.
-* bfloat16 on a CPU without one (AVX2 only): the bfloat16 GEMM is emulated there, about 2.5x
-  slower than float32 at 32 rows and 5x at 544; the rows are widened to float32, multiplied by a
+* bfloat16 on a CPU without one (AVX2 only): the bfloat16 GEMM is emulated there, about 3.3x
+  the CPU of the widened form at 32 rows and 7x at 544; the rows are widened to float32, multiplied by a
   float32 copy of the weight, and the output rounded to bfloat16 once -- bfloat16's own GEMM
-  accumulates in float32 too, so the result is the same within bfloat16's rounding. At one row
-  (memory-bound, a single sequence decoding) the bfloat16 weight is read instead: half the bytes.
+  accumulates in float32 too, so the result is the same within bfloat16's rounding. Even at one
+  row (a single sequence decoding) the float32 GEMV took less CPU than the bfloat16 one (2.5 vs
+  3.4 ms a layer), so every call is widened; the float32 copy doubles the weights' memory.
 * anything else (a GPU, float16, ``TS_PREPACK_LINEAR=0``): ``F.linear``.
 """
 
@@ -27,9 +28,6 @@ import torch
 import torch.nn.functional as F
 
 PACK_ROWS = 32  # MKL's and oneDNN's packing hint: the rows a call usually has (any row count works)
-# rows at or below which a bfloat16 weight is read as is on a CPU without a bfloat16 GEMM: a
-# memory-bound GEMV, where bfloat16 reads half the bytes of the float32 copy
-BF16_GEMV_ROWS = 1
 
 
 def native_bfloat16() -> bool:
@@ -93,7 +91,5 @@ class PackedLinear:
         return out
 
     def _widened(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[0] <= BF16_GEMV_ROWS:
-            return F.linear(x, self.weight, self.bias)
         assert self._packed is not None
         return F.linear(x.float(), self._packed, self._bias32).to(torch.bfloat16)
