@@ -42,6 +42,7 @@ import random
 import resource
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -251,15 +252,16 @@ class Run:
 
 async def closed_loop(port: int, work: list[tuple[str, int]], concurrency: int,
                       duration_s: float, stream: bool, max_requests: int = 10**9,
-                      timeout_s: float = 300.0) -> Run:
+                      timeout_s: float = 300.0, path: str = f"/predictions/{NAME}",
+                      body: Callable[[str, int, bool], bytes] = request_body) -> Run:
     """``concurrency`` keep-alive connections, each sending the next (prompt, max_new_tokens)
     of ``work`` (cycled) when its answer is complete, until ``duration_s`` is over; the
-    requests in flight then finish and count (timed to the last answer)."""
+    requests in flight then finish and count (timed to the last answer). ``path`` and ``body``:
+    the endpoint and its request (OpenAI's completions for the vLLM comparison, ``llm_vllm.py``)."""
     feed = itertools.cycle(work)
     replies: list[Reply] = []
     errors: list[str] = []
     issued = 0
-    path = f"/predictions/{NAME}"
     start = time.perf_counter()
     deadline = start + duration_s
 
@@ -275,7 +277,7 @@ async def closed_loop(port: int, work: list[tuple[str, int]], concurrency: int,
                 issued += 1
                 prompt, n = next(feed)
                 writer.write(loadgen.build_request("127.0.0.1", port, path,
-                                                   request_body(prompt, n, stream),
+                                                   body(prompt, n, stream),
                                                    "application/json"))
                 sent = time.perf_counter()
                 try:

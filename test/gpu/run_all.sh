@@ -20,7 +20,9 @@
 # and multinode (run_distributed_gpu.sh, run_multinode_gpu.sh: they need 2+ GPUs and root, so on
 # one GPU they are listed as skipped), preprocess-pool (run_pipeline_gpu.sh: CPU preprocess
 # workers feeding inference on the GPU), llm-bench (benchmarks/llm_paged.py: the engine's decode
-# rate against the bare loop, and the shared-prefix scenario, short).
+# rate against the bare loop, and the shared-prefix scenario, short), llm-real-bf16 / llm-real-bench
+# (the same two on the realistic model of issue 42 in bfloat16: hidden 1024, 16 layers, 190 M
+# parameters; tokens within bfloat16's argmax margin of generate's, decode against the bare loop).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "${ROOT}"
@@ -85,6 +87,7 @@ if [ "${DRY}" = 1 ]; then
   check multinode 10 'bash -n test/gpu/run_multinode_gpu.sh && echo "dry: syntax"'
   check preprocess-pool 20 "$(declare -f refuses); refuses test/gpu/run_pipeline_gpu.sh && echo 'dry: refuses without CUDA'"
   check llm-bench 90 '"$PY" -m benchmarks.llm_paged --device cpu --seconds 0.3 --dry'
+  check llm-real-bf16 300 '"$PY" test/gpu/llm_engine_check.py --device cpu --dtype bfloat16 --model realistic --new-tokens 2'
 else
   check cuda 20 '"$PY" -c "import torch; assert torch.distributed.is_nccl_available(), \"no NCCL\"; print(torch.cuda.get_device_name(0), \"torch\", torch.__version__, \"bf16\", torch.cuda.is_bf16_supported())"'
   check llm-f32 40 '"$PY" test/gpu/llm_engine_check.py --device cuda --dtype float32'
@@ -99,6 +102,9 @@ else
   check multinode 0 "SKIP: needs root and 2 GPUs: sudo test/gpu/run_multinode_gpu.sh"
   check preprocess-pool 80 'test/gpu/run_pipeline_gpu.sh 2 16 "$PY"'
   check llm-bench 50 '"$PY" -m benchmarks.llm_paged --device cuda --seconds 2'
+  # issue 42: the realistic model (hidden 1024, 16 layers, 190 M parameters) in bfloat16
+  check llm-real-bf16 120 '"$PY" test/gpu/llm_engine_check.py --device cuda --dtype bfloat16 --model realistic'
+  check llm-real-bench 150 '"$PY" -m benchmarks.llm_paged --device cuda --model realistic --dtype bfloat16 --seconds 2'
 fi
 for extra in "${EXTRA[@]+"${EXTRA[@]}"}"; do
   check "${extra%%=*}" 300 "${extra#*=}"

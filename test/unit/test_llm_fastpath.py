@@ -15,6 +15,7 @@ from llm_support import model_fixture, one_thread_fixture, reference, run, tok_f
 from test_llm_engine import PROMPTS as ENGINE_PROMPTS
 
 from ts.llm.engine.fastpath import choose_forward
+from ts.llm.engine.fastpath.prepack import PackedLinear
 from ts.llm.engine.generation import GenerationEngine
 from ts.llm.params import SamplingParams
 
@@ -198,7 +199,8 @@ def test_a_row_ending_by_length_gives_its_slot_to_a_prompt_in_the_same_step(mode
 def test_a_mixed_steps_time_splits_into_decode_and_the_prompts_own_work(model, tok):
     """The prompt tokens' matmuls and attention (timed inside the shared forward) and their first
     tokens count as prefill, the rest of the step as decode; the two add up to no more than the
-    step, and each side's rows of the split matmuls get the bits ``F.linear`` gives them alone."""
+    step; the step's rows go through each linear layer as one matmul (``F.linear``'s bits), the
+    prompt rows' share of its time counted as theirs."""
     import time
 
     ids = [tok(p)["input_ids"] for p in PROMPTS[:2]]
@@ -218,5 +220,6 @@ def test_a_mixed_steps_time_splits_into_decode_and_the_prompts_own_work(model, t
     fast = engine.runner.fast_forward
     x, w, b = torch.randn(9, 64), torch.randn(96, 64), torch.randn(96)
     for bias in (None, b):
-        alone = torch.cat([torch.nn.functional.linear(x[:1], w, bias), torch.nn.functional.linear(x[1:], w, bias)])
-        assert torch.equal(fast._linear(x, w, bias, 1), alone)
+        fast.rest_s = 0.0
+        assert torch.equal(fast._linear(x, PackedLinear(w, bias), 1), torch.nn.functional.linear(x, w, bias))
+        assert fast.rest_s > 0  # the 8 prompt rows' share of the matmul

@@ -198,3 +198,26 @@ def test_a_compiler_without_openmp_builds_it_serially(fresh, tmp_path, monkeypat
     q, keys = torch.randn(1, 2, 8), torch.randn(1, 4, 1, 8)
     out = kernel(q, keys, keys, torch.zeros(1, 1, dtype=torch.long), torch.tensor([3]), 1.0)
     torch.testing.assert_close(out, gathered(q, keys, keys, torch.zeros(1, 1, dtype=torch.long), torch.tensor([3]), 1.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_peaked_attention_whose_tail_weights_are_subnormal_is_exact_and_leaves_the_fp_mode_alone(dtype):
+    """A peaked model's softmax: one key far ahead, the others' weights e^-90 .. e^-110 (below
+    float's smallest normal, 2^-126 ~ e^-87: subnormal or zero in float32). The kernel flushes
+    those to zero (the tail adds less than 2^-126 of a value) and gives the float64 answer; the
+    flush is the kernel's own, not left on for the process afterwards."""
+    gen = torch.Generator().manual_seed(11)
+    block_size, kv_heads, heads, dim, n = 16, 2, 4, 64, 48
+    keys = torch.randn(3, block_size, kv_heads, dim, generator=gen) * 0.01
+    values = torch.randn(3, block_size, kv_heads, dim, generator=gen)
+    q = torch.zeros(2, heads, dim)
+    q[:, :, 0] = 1.0
+    keys[:, :, :, 0] = -torch.linspace(90, 110, 3 * block_size).view(3, block_size, 1)  # scores -90 .. -110
+    keys[1, 5, :, 0] = 0.0  # the peak: token 21 of each row
+    keys, values, q = keys.to(dtype), values.to(dtype), q.to(dtype)
+    table, lengths = torch.tensor([[0, 1, 2], [2, 1, 0]]), torch.tensor([n, 40])
+    out = kernel_for(dtype)(q, keys, values, table, lengths, 1.0)
+    expected = gathered(q.double(), keys.double(), values.double(), table, lengths, 1.0)
+    torch.testing.assert_close(out.double(), expected.to(dtype).double(), rtol=0, atol=0)
+    tiny = torch.tensor([1e-38]) * torch.tensor([1e-3])
+    assert tiny.item() != 0.0, "flush-to-zero was left on for the process"

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from ts.llm.engine.fastpath.parts import DecodeRows, PackedPrompts, Part, PromptChunk
+from ts.llm.engine.fastpath.prepack import PackedLinear
 from ts.llm.engine.kvcache import BatchCache
 
 # architectures whose decoder layers have this exact shape (q/k/v/o, gate/up/down, two RMSNorms)
@@ -104,7 +105,7 @@ def _fuse(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | 
 
 class _Layer:
     __slots__ = ("qkv_w", "qkv_b", "o_w", "o_b", "gate_up_w", "gate_up_b", "down_w", "down_b",
-                 "ln1", "ln2", "eps1", "eps2")
+                 "ln1", "ln2", "eps1", "eps2", "qkv", "o", "gate_up", "down")
 
     def __init__(self, layer: Any) -> None:
         attn, mlp = layer.self_attn, layer.mlp
@@ -114,6 +115,9 @@ class _Layer:
         self.down_w, self.down_b = mlp.down_proj.weight, mlp.down_proj.bias
         self.ln1, self.eps1 = layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon
         self.ln2, self.eps2 = layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon
+        # the weights as the CPU's GEMM wants them, prepared once (prepack.py)
+        self.qkv, self.o = PackedLinear(self.qkv_w, self.qkv_b), PackedLinear(self.o_w, self.o_b)
+        self.gate_up, self.down = PackedLinear(self.gate_up_w, self.gate_up_b), PackedLinear(self.down_w, self.down_b)
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -157,6 +161,8 @@ class LlamaFastForward:
         self.norm, self.norm_eps = inner.norm.weight, inner.norm.variance_epsilon
         self.lm_head_w = model.lm_head.weight
         self.lm_head_b = getattr(model.lm_head, "bias", None)
+        self.lm_head = PackedLinear(self.lm_head_w, self.lm_head_b)
+        self.linear_form = self.layers[0].qkv.how if self.layers else "F.linear"  # for the worker's log
         self.intermediate = self.layers[0].gate_up_w.shape[0] // 2
         with torch.inference_mode():  # the model's own rotary module: its scaling and dtype
             positions = torch.arange(config.max_position_embeddings, device=self.embed.device).unsqueeze(0)
@@ -190,10 +196,9 @@ class LlamaFastForward:
         vocab)`` of each part's sampled tokens, part after part.
 
         With several parts, the first part's rows (the engine's decode rows) and the other
-        parts' rows (the step's prompt tokens) run each linear layer as two matmuls, one right
-        after the other on the same weights: the same bits as one matmul over all rows, and the
-        other parts' share of the step is measured rather than guessed -- their matmuls and their
-        attention add up in ``rest_s`` (seconds; everything else, norms, rotary and the first
+        parts' rows (the step's prompt tokens) run each linear layer as one matmul; the other
+        parts' share of the step adds up in ``rest_s`` (seconds): their attention measured, and
+        their rows' share of each matmul's time (everything else, norms, rotary and the first
         part's work, is left out of it)."""
         self.rest_s = 0.0
         ids = torch.cat([p.ids for p in parts]) if len(parts) > 1 else parts[0].ids
@@ -218,23 +223,16 @@ class LlamaFastForward:
         sampled = [p.sampled + a for p, (a, _) in zip(parts, bounds, strict=True)]
         return self._logits(h[torch.cat(sampled) if len(sampled) > 1 else sampled[0]])
 
-    def _linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                split: int | None) -> torch.Tensor:
-        """``F.linear``; with ``split``, rows ``[:split]`` and ``[split:]`` as two matmuls into one
-        output (``mm``/``addmm``, what ``F.linear`` runs on each alone: the same bits), the second
-        timed into ``rest_s``."""
+    def _linear(self, x: torch.Tensor, linear: PackedLinear, split: int | None) -> torch.Tensor:
+        """``linear(x)`` over every row of the step in one matmul (the weights read once: issue
+        42's probe measured a c32 step's decode and prompt rows 159 ms as two matmuls, 126 ms as
+        one); with ``split``,
+        the prompt rows' (``[split:]``) share of its time, by rows, goes into ``rest_s``."""
         if split is None:
-            return F.linear(x, weight, bias)
-        out = x.new_empty(x.shape[0], weight.shape[0])
-        if bias is None:
-            torch.mm(x[:split], weight.t(), out=out[:split])
-            started = time.perf_counter()
-            torch.mm(x[split:], weight.t(), out=out[split:])
-        else:
-            torch.addmm(bias, x[:split], weight.t(), out=out[:split])
-            started = time.perf_counter()
-            torch.addmm(bias, x[split:], weight.t(), out=out[split:])
-        self.rest_s += time.perf_counter() - started
+            return linear(x)
+        started = time.perf_counter()
+        out = linear(x)
+        self.rest_s += (time.perf_counter() - started) * (x.shape[0] - split) / x.shape[0]
         return out
 
     def _layers(self, ids: torch.Tensor, positions: torch.Tensor, attend: Any, split: int | None) -> torch.Tensor:
@@ -247,21 +245,21 @@ class LlamaFastForward:
         h = F.embedding(ids, self.embed)
         for i, layer in enumerate(self.layers):
             x = _rms_norm(h, layer.ln1, layer.eps1)
-            qkv = self._linear(x, layer.qkv_w, layer.qkv_b, split)
+            qkv = self._linear(x, layer.qkv, split)
             # q and k side by side: one rotary for both heads' sets
             qk = _rotate(qkv[:, :self.q_size + self.kv_size].view(n, self.heads + self.kv_heads, -1), cos, sin)
             q, k = qk[:, :self.heads].transpose(0, 1).unsqueeze(0), qk[:, self.heads:].transpose(0, 1).unsqueeze(0)
             v = qkv[:, self.q_size + self.kv_size:].view(n, self.kv_heads, self.head_dim).transpose(0, 1).unsqueeze(0)
-            h = h + self._linear(attend(i, q, k, v), layer.o_w, layer.o_b, split)
+            h = h + self._linear(attend(i, q, k, v), layer.o, split)
             x = _rms_norm(h, layer.ln2, layer.eps2)
-            gate_up = self._linear(x, layer.gate_up_w, layer.gate_up_b, split)
+            gate_up = self._linear(x, layer.gate_up, split)
             x = self.act(gate_up[:, :self.intermediate]) * gate_up[:, self.intermediate:]
-            h = h + self._linear(x, layer.down_w, layer.down_b, split)
+            h = h + self._linear(x, layer.down, split)
         return h
 
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         """The final norm and lm_head of the sampled positions only: ``(rows, vocab)`` float."""
-        return F.linear(_rms_norm(h, self.norm, self.norm_eps), self.lm_head_w, self.lm_head_b).float()
+        return self.lm_head(_rms_norm(h, self.norm, self.norm_eps)).float()
 
     def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """SDPA of ``(batch, heads, n, dim)`` queries over ``(batch, kv_heads, keys, dim)`` with a

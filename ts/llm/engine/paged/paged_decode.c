@@ -23,6 +23,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 static inline float widen_f32(float x) { return x; }
 
@@ -38,7 +41,8 @@ static inline float widen_bf16(uint16_t x) {
  * exp is refused: it turns on flush-to-zero for the whole process). 2^(x log2 e) = 2^k 2^f with k
  * the nearest integer (rounded by adding 1.5 * 2^23, whose low bits then hold k) and |f| <= 1/2;
  * e^(f ln 2) by its Taylor series to the 6th power: relative error below 2e-7, about libm's.
- * Below 2^-126 the result stays at 2^-126 (no subnormals): negligible beside the row's 1. */
+ * Below 2^-126 the result is exactly 0 (no subnormals: a weight below 2^-126 is negligible beside
+ * the row's 1). */
 static inline float exp_nonpositive(float x) {
     const float shifter = 12582912.f;
     float t = x * 1.44269504088896341f;
@@ -51,8 +55,29 @@ static inline float exp_nonpositive(float x) {
     const int32_t bits = (k - 0x4B400000 + 127) * (1 << 23);
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    return x * 1.44269504088896341f < -126.f ? 0.f : p * scale;
 }
+
+/* Flush-to-zero and denormals-are-zero on this thread while the kernel runs (x86's MXCSR; restored
+ * after): a weight just above 2^-126 times a small value is a subnormal product, and each costs a
+ * microcode assist (~100 cycles) on Intel cores -- peaked attention, whose weights are mostly tiny,
+ * ran ~8x slower than flat attention without it on an AVX-512 Xeon (issue 42; an AVX2 EPYC showed
+ * no penalty either way, benchmarks/decode_attention.py). Set per OpenMP thread, never left on
+ * for the process. */
+#if defined(__SSE2__)
+#define FTZ_DAZ 0x8040u
+typedef unsigned int fp_mode;
+static inline fp_mode fast_fp_begin(void) {
+    const fp_mode saved = _mm_getcsr();
+    _mm_setcsr(saved | FTZ_DAZ);
+    return saved;
+}
+static inline void fast_fp_end(fp_mode saved) { _mm_setcsr(saved); }
+#else
+typedef int fp_mode;
+static inline fp_mode fast_fp_begin(void) { return 0; }
+static inline void fast_fp_end(fp_mode saved) { (void)saved; }
+#endif
 
 /* attend_row_<name>_d<D>: attend_row_<name> with dim the constant D */
 #define ROW_WITH_DIM(NAME, T, D)                                                                          \
@@ -149,6 +174,7 @@ int paged_decode_attention_##NAME(const float *q, const T *keys, const T *values
     /* a thread's hand-off costs about a few rows' work: small batches stay on one thread */               \
     _Pragma("omp parallel if (rows >= 8) reduction(|:failed)")                                             \
     {                                                                                                      \
+        const fp_mode saved = fast_fp_begin();                                                             \
         float *scores = malloc(sizeof(float) * (size_t)(heads * longest));                                 \
         if (scores == NULL) failed = 1;                                                                    \
         _Pragma("omp for schedule(dynamic, 2)")                                                            \
@@ -169,6 +195,7 @@ int paged_decode_attention_##NAME(const float *q, const T *keys, const T *values
                                   block_size, token_stride, block_stride, scale);                          \
         }                                                                                                  \
         free(scores);                                                                                      \
+        fast_fp_end(saved);                                                                                \
     }                                                                                                      \
     return failed ? -1 : 0;                                                                                \
 }

@@ -1,0 +1,79 @@
+"""The realistic model's linear layers (hidden 1024, 16 heads of 64 with 8 KV heads, intermediate
+2816) three ways, at a decode step's rows (1, 32) and a mixed step's (544: 32 decode rows and 512
+prompt tokens), one thread:
+
+* ``F.linear`` on the model's weights (what the fast forward ran);
+* float32: MKL's packed GEMM (``torch.ops.mkl._mkl_linear`` on a weight packed once with
+  ``_mkl_reorder_linear_weight``; the same bits as ``F.linear``), what ``ts/llm/fastpath/prepack.py``
+  uses with ``TS_PREPACK_LINEAR=all``;
+* bfloat16: torch's bfloat16 GEMM, against widening to float32 for the matmul (a float32 copy of
+  the weights; the output rounded to bfloat16 once): on a CPU without AVX512-BF16/AMX/AVX-NE-CONVERT
+  oneDNN has no bfloat16 kernel and the bfloat16 GEMM is emulated.
+
+    .venv/bin/python -m benchmarks.linear_prepack [--rounds 3] [--repeats 5]
+
+Ways alternate within each round (A B B A); each line is the median over rounds of per-round
+medians, in ms of this thread's CPU time for the four matmuls of one layer (on a shared machine
+the wall time moved up to 20x with the load, the CPU time a few percent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from ts.llm.engine.fastpath.prepack import PackedLinear, native_bfloat16
+
+# (out, in) of one layer's fused q/k/v, o, fused gate/up, down
+SHAPES = ((2048, 1024), (1024, 1024), (5632, 1024), (1024, 2816))
+
+
+def median_ms(fn: Callable[[], object], repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        started = time.thread_time()
+        fn()
+        times.append(time.thread_time() - started)
+    return statistics.median(times) * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rows", default="1,8,32,544")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    weights = [torch.randn(o, i, generator=gen) * 0.02 for o, i in SHAPES]
+    print(f"one layer's matmuls, 1 thread, native bfloat16 GEMM: {native_bfloat16()}; ms, medians of "
+          f"{args.rounds} rounds")
+    for dtype in (torch.float32, torch.bfloat16):
+        ws = [w.to(dtype) for w in weights]
+        packed = [PackedLinear(w, None, pack_float32=True) for w in ws]
+        for rows in (int(r) for r in args.rows.split(",")):
+            xs = [torch.randn(rows, w.shape[1], generator=gen).to(dtype) for w in ws]
+            for w, p, x in zip(ws, packed, xs, strict=True):  # same answer, within bfloat16's rounding
+                tol = {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 1.6e-2}
+                torch.testing.assert_close(p(x), F.linear(x, w), **tol)
+            ways: dict[str, Callable[[], object]] = {
+                "F.linear": lambda xs=xs, ws=ws: [F.linear(x, w) for x, w in zip(xs, ws, strict=True)],
+                "prepacked": lambda xs=xs, packed=packed: [p(x) for x, p in zip(xs, packed, strict=True)]}
+            cells: dict[str, list[float]] = {k: [] for k in ways}
+            for r in range(args.rounds):
+                order = list(ways) if r % 2 == 0 else list(ways)[::-1]
+                for name in order + order[::-1]:
+                    cells[name].append(median_ms(ways[name], args.repeats))
+            a, b = statistics.median(cells["F.linear"]), statistics.median(cells["prepacked"])
+            print(f"  {str(dtype).removeprefix('torch.'):9s} rows {rows:4d}: F.linear {a:8.2f}  prepacked "
+                  f"{b:8.2f}  ({packed[0].how})  speed-up {a / b:.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
