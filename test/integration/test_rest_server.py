@@ -104,6 +104,21 @@ def test_register_from_an_allowed_url(tmp_path: Path, archive_host: str) -> None
     shutil.rmtree(store)
 
 
+def test_a_name_registered_from_a_url_is_a_409_from_the_local_archive_too(tmp_path: Path, archive_host: str) -> None:
+    """TorchServe 0.12's test_model_archiver: registering, from the model store's .mar (the file the
+    URL registration downloaded), a name and version already registered from that URL is a 409."""
+    store = tmp_path / "store"
+    store.mkdir()
+    with harness.Server(store, config={"allowed_urls": r"http://127\\.0\\.0\\.1:\\d+/.*"}) as s:
+        assert s.register(f"{archive_host}/remote.mar", model_name="resnet18").status_code == 200
+        again = s.register("remote.mar", model_name="resnet18")
+        assert again.status_code == 409, again.text
+        assert again.json()["type"] == "ConflictStatusException" and again.json()["code"] == 409
+        # the refused registration leaves the registered version's archive in place
+        assert (store / "remote.mar").is_file()
+        assert s.predict("resnet18", b"still served").json()["text"] == "still served"
+
+
 def test_workers_over_tcp(tmp_path: Path) -> None:
     harness.build_mar(tmp_path, "echo", HANDLERS / "echo_handler.py")
     with harness.Server(tmp_path, config={"worker_socket_type": "tcp"}) as s:
