@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ts.llm import llm_metrics
-from ts.llm.llm_metrics import LLMMetrics
+from ts.llm.handler import llm_metrics
+from ts.llm.handler.llm_metrics import LLMMetrics
 from ts.metrics.declared import SHIPPED_CONFIG, MetricDeclaration, declared, model_metrics, read_config
 from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 from ts.metrics.metric_type_enum import MetricTypes
