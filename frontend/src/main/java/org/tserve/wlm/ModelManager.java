@@ -37,8 +37,6 @@ import org.tserve.wlm.supervision.WorkerScaler;
  * out, {@link WorkerScaler} runs their workers, {@link ModelDescriber} answers describe and list.
  */
 public final class ModelManager {
-    private final ConfigManager cfg;
-    private final WorkerEnvironment env;
     private final ScheduledThreadPoolExecutor scheduler;
     private final WlmListeners listeners = new WlmListeners();
     private final ModelRegistry registry = new ModelRegistry();
@@ -57,8 +55,6 @@ public final class ModelManager {
      * @param tmpRoot where archives are extracted ({@code <tmpRoot>/models/<uuid>/}), normally java.io.tmpdir
      */
     public ModelManager(ConfigManager cfg, WorkerEnvironment env, Path tmpRoot) {
-        this.cfg = cfg;
-        this.env = env;
         this.scheduler = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "wlm-timer");
             t.setDaemon(true);
@@ -205,6 +201,7 @@ public final class ModelManager {
         }
     }
 
+    /** A registered version (null = the default one); 404 when unknown. For {@link #submit} and wlm's tests, not the front ends. */
     public Model find(String name, String version) throws WlmException {
         return registry.find(name, version);
     }

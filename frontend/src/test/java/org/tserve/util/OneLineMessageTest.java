@@ -34,6 +34,7 @@ public class OneLineMessageTest {
         assertEquals("org.pytorch.serve.wlm.WorkerThread",
                 Logging.serverLoggerName("org.tserve.wlm.supervision.WorkerThread"));
         assertEquals("org.pytorch.serve.wlm.protocol.Codec", Logging.serverLoggerName("org.tserve.wlm.protocol.Codec"));
+        assertEquals("org.pytorch.serve.wlm.BackendLink", Logging.serverLoggerName("org.tserve.wlm.link.BackendLink"));
         assertEquals("org.pytorch.serve", Logging.serverLoggerName("org.tserve"));
         assertEquals("org.tservex.A", Logging.serverLoggerName("org.tservex.A"));
         assertEquals("io.grpc.Server", Logging.serverLoggerName("io.grpc.Server"));
