@@ -76,12 +76,16 @@ def post(server: harness.Server, path: str, body: dict) -> requests.Response:
                          headers={"Content-Type": "application/json"})
 
 
-def names_the_field(route: str, field: str, r: requests.Response) -> bool:
+def names_the_field(route: str, field: str, value: object, r: requests.Response) -> bool:
     body = r.json()
+    text = json.dumps(body)
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))) \
+            and "malformed JSON" in text:
+        return True  # NaN / Infinity are not JSON: on the OpenAI routes the frontend refuses the body
     if route in ("completions", "chat"):
         error = body["error"]
         return error.get("param") == field or field in error["message"]
-    return field in (body.get("error") or body.get("message") or "")
+    return field in text
 
 
 def answered(route: str, r: requests.Response) -> bool:
@@ -107,7 +111,7 @@ def test_every_field_at_its_extremes_is_a_400_naming_it_or_an_answer(server: har
                     if not answered(route, r):
                         wrong.append(f"{route} {field}={shown}: 200 without an answer: {r.text[:200]}")
                 elif r.status_code in (400, 422):
-                    if not names_the_field(route, field, r):
+                    if not names_the_field(route, field, value, r):
                         wrong.append(f"{route} {field}={shown}: {r.status_code} not naming {field}: {r.text[:200]}")
                 else:
                     wrong.append(f"{route} {field}={shown}: {r.status_code} {r.text[:200]}")
@@ -117,7 +121,7 @@ def test_every_field_at_its_extremes_is_a_400_naming_it_or_an_answer(server: har
         r = requests.post(server.inference_url + path, data=raw, timeout=60, headers={"Content-Type": "application/json"})
         if r.status_code not in (400, 422):
             wrong.append(f"{route} a 5000-digit integer: {r.status_code} {r.text[:200]}")
-    assert not wrong, "\n".join(wrong[:40]) + f"\n({len(wrong)} in all)"
+    assert not wrong, "\n".join(wrong[:200]) + f"\n({len(wrong)} in all)"
     assert worker_pid(server) == pid, "the worker died and was restarted"
     ok = post(server, "/v1/completions", {"model": MODEL, "prompt": "Hello", "max_tokens": 2})
     assert ok.status_code == 200 and ok.json()["choices"]

@@ -127,7 +127,7 @@ def test_oip_generate_form(handler):
     ({"text_input": "hi", "prompt": "x"}, "'prompt'"),
     ({"parameters": {}}, "text_input is required"),
     ({"text_input": "hi", "parameters": {"best_of": 3}}, "best_of=3"),
-    ({"text_input": "hi", "parameters": {"max_tokens": 0}}, "max_new_tokens must be at least 1"),
+    ({"text_input": "hi", "parameters": {"max_tokens": 0}}, "max_tokens must be at least 1"),
 ])
 def test_oip_generate_errors_are_422_with_an_error_field(handler, body, fragment):
     with pytest.raises(LLMRequestError) as err:

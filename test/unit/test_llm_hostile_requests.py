@@ -184,3 +184,13 @@ def test_vllm_fields_tserve_does_not_implement_are_refused_naming_them(handler, 
 def test_ignore_vllm_fields_lets_them_pass(model_dir):
     h = make_handler(model_dir, {"ignore_vllm_fields": True})
     assert answer(h, {"prompt": "Hello", "max_tokens": 2, "use_beam_search": False, "prompt_logprobs": 1})["choices"]
+
+
+@pytest.mark.parametrize("field", ["tool_choice", "response_format", "stop_token_ids", "messages"])
+def test_an_error_quoting_a_giant_value_keeps_its_reason_phrase_short(handler, field):
+    """The message is also the HTTP reason phrase: one line the client can read, however long the
+    value it quotes (a 200 000-character status line is refused by HTTP clients)."""
+    err = refused(handler, {"messages": [{"role": "user", "content": "hi"}], field: "x" * 200_000}, CHAT)
+    event = handler.error_event("e", err)
+    assert err.status == 400 and err.param == field
+    assert len(event.message) <= 512 and "\n" not in event.message

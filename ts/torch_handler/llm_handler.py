@@ -310,7 +310,8 @@ class LLMHandler(BaseHandler):
 
             if isinstance(exc, (EngineStepFailed, EngineProcessLost)):  # the engine process logged its own trace
                 logger.error("LLM %s: generation step failed in the engine process: %s", self.model_name, exc)
-                err = f"generation failed: {exc}"
+                err = (f"generation failed: the engine process {exc}" if isinstance(exc, EngineProcessLost)
+                       else f"generation failed in the engine process: {exc}")
             else:
                 logger.exception("LLM %s: generation step failed", self.model_name)
                 err = f"generation failed: {type(exc).__name__}: {exc}"

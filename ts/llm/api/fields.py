@@ -163,23 +163,25 @@ def tokenize(tokenizer: Any, text: str, param: str, max_chars: int | None, **kwa
     return list(tokenizer(text, **kwargs)["input_ids"])
 
 
-def prompt_ids(obj: dict[str, Any], tokenizer: Any, max_chars: int | None = None) -> list[list[int]]:
-    """The prompts' token ids: a string, a list of ids, or (completions) a list of either."""
+def prompt_ids(obj: dict[str, Any], tokenizer: Any, max_chars: int | None = None,
+               name: str = "prompt") -> list[list[int]]:
+    """The prompts' token ids: a string, a list of ids, or (completions) a list of either; errors
+    name the request's own field (``name``: OIP generate's is text_input)."""
     prompt = obj.get("prompt")
     if isinstance(prompt, list) and prompt and all(isinstance(p, (str, list)) for p in prompt):
-        return [_one_prompt(p, tokenizer, f"prompt[{i}]", max_chars) for i, p in enumerate(prompt)]
-    return [_one_prompt(prompt, tokenizer, "prompt", max_chars)]
+        return [_one_prompt(p, tokenizer, f"{name}[{i}]", max_chars, name) for i, p in enumerate(prompt)]
+    return [_one_prompt(prompt, tokenizer, name, max_chars, name)]
 
 
-def _one_prompt(prompt: Any, tokenizer: Any, where: str, max_chars: int | None) -> list[int]:
+def _one_prompt(prompt: Any, tokenizer: Any, where: str, max_chars: int | None, name: str) -> list[int]:
     if isinstance(prompt, str):
         if not prompt:
-            raise bad("prompt", f"{where} is empty")
-        return tokenize(tokenizer, prompt, "prompt", max_chars)
+            raise bad(name, f"{where} is empty")
+        return tokenize(tokenizer, prompt, name, max_chars)
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
         return list(prompt)
-    raise bad("prompt", f"{where} must be a non-empty string or a list of token ids"
-               if prompt is not None else "prompt is required")
+    raise bad(name, f"{where} must be a non-empty string or a list of token ids"
+              if prompt is not None else f"{name} is required")
 
 
 def warn_ignored(model: str, request_id: str, ignored: list[str]) -> None:

@@ -20,6 +20,7 @@ JSON_TYPE = "application/json"
 TEXT_TYPE = "text/plain; charset=utf-8"
 SSE_TYPE = "text/event-stream"
 SSE_DONE = b"data: [DONE]\n\n"
+REASON_LIMIT = 512  # characters of an error message that go in the HTTP reason phrase
 
 _TS_TYPES = {400: "BadRequestException", 404: "ModelNotFoundException", 409: "ConflictException",
              429: "TooManyRequestsException", 503: "ServiceUnavailableException",
@@ -274,5 +275,7 @@ def error_event(request_id: str, exc: LLMRequestError, form: type[LLMRequest] | 
     if form is not None or exc.body is None:
         (form or LLMRequest).attach_error_body(exc)
     headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
+    # the message is also the HTTP reason phrase: a line, however long the value a message quotes
+    reason = exc.message if len(exc.message) <= REASON_LIMIT else exc.message[:REASON_LIMIT - 3] + "..."
     return LLMEvent(request_id, final=exc.body, status=exc.status, content_type=exc.content_type,
-                    message=exc.message, headers=headers)
+                    message=reason.replace("\r", " ").replace("\n", " "), headers=headers)

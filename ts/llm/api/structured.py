@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from ts.llm.guidance import llguidance
-from ts.llm.params import LLMRequestError
+from ts.llm.params import LLMRequestError, shown
 
 
 def constrains(response_format: Any) -> bool:
@@ -44,7 +44,7 @@ def grammar_from_response_format(value: Any) -> str | None:
                                   param="response_format", code="invalid_value")
     else:
         raise LLMRequestError(400, "response_format.type must be text, json_object or json_schema, got "
-                              f"{json.dumps(kind)}", param="response_format", code="invalid_value")
+                              f"{shown(kind)}", param="response_format", code="invalid_value")
     return grammar_from_schema(schema)
 
 

@@ -86,7 +86,7 @@ def tool_policy(obj: dict[str, Any]) -> ToolPolicy | None:
     tools, choice = obj.get("tools"), obj.get("tool_choice")
     if tools is None or tools == []:
         if choice not in (None, "none"):
-            raise _bad(f"tool_choice={json.dumps(choice)} needs tools: send the functions in tools")
+            raise _bad(f"tool_choice={shown(choice)} needs tools: send the functions in tools")
         return None
     if not isinstance(tools, list):
         raise _bad("tools must be a list of tool objects", param="tools")
@@ -110,7 +110,7 @@ def tool_policy(obj: dict[str, Any]) -> ToolPolicy | None:
     named = function.get("name") if isinstance(function, dict) else None
     if not isinstance(named, str):
         raise _bad(f"tool_choice must be none, auto, required or {{\"type\": \"function\", \"function\": "
-                   f"{{\"name\": ...}}}}, got {json.dumps(choice)}")
+                   f"{{\"name\": ...}}}}, got {shown(choice)}")
     if named not in schemas:
         raise _bad(f"tool_choice names function {shown(named)}, which is not in tools ({', '.join(schemas)})")
     return ToolPolicy("named", tools, schemas, named)

@@ -35,11 +35,14 @@ class TorchServeRequest(LLMRequest):
     ALWAYS_STRICT = True
     STREAM_TYPE = TEXT_TYPE
 
+    PROMPT_NAME: ClassVar[str] = "prompt"  # the prompt's field in this form's body
+
     def _read(self, obj: dict[str, Any], default_max_new_tokens: int, chat_template: str | None) -> None:
-        max_new = obj.get("max_new_tokens")
+        name = next((k for k in ("max_new_tokens", "max_tokens") if obj.get(k) is not None), "max_new_tokens")
+        max_new = obj.get(name)
         self.params = sampling_params(sampling_values(obj), default_max_new_tokens if max_new is None else max_new,
-                                      "max_new_tokens")
-        self.prompts = prompt_ids(obj, self.tokenizer, self.limits.max_prompt_chars)
+                                      name)
+        self.prompts = prompt_ids(obj, self.tokenizer, self.limits.max_prompt_chars, self.PROMPT_NAME)
         if len(self.prompts) > 1:
             raise bad("prompt", f"one prompt per request: got a list of {len(self.prompts)} prompts")
 
@@ -61,7 +64,9 @@ class GenerateRequest(TorchServeRequest):
     """The OIP generate extension; its body is mapped onto the TorchServe form's fields."""
 
     kind = GENERATE
+    FIELDS: ClassVar[frozenset[str]] = TorchServeRequest.FIELDS | {"max_tokens"}
     PLAIN_TEXT_PROMPT = False
+    PROMPT_NAME = "text_input"
     STREAM_TYPE = LLMRequest.STREAM_TYPE
 
     @classmethod
@@ -88,11 +93,7 @@ class GenerateRequest(TorchServeRequest):
                 raise bad(key, f"best_of={shown(value)} is not supported by this server (only 1)",
                           code="unsupported_value")
             check_default_only(key, value)
-        out = {"prompt": text, **{k: params[k] for k in SAMPLING if k in params}}
-        max_new = params.get("max_new_tokens", params.get("max_tokens"))
-        if max_new is not None:
-            out["max_new_tokens"] = max_new
-        return out
+        return {"prompt": text, **{k: params[k] for k in (*SAMPLING, "max_new_tokens", "max_tokens") if k in params}}
 
     def _generated(self, text: str, **extra: Any) -> dict[str, Any]:
         return {"text_output": text, "model_name": self.model, **extra}
