@@ -126,8 +126,10 @@ if [[ " $RUNS " == *" torchserve "* ]]; then
     if [ ! -f "$TS_VENV/.torchserve-0.12.0" ]; then
         "$TSERVE/test/compat/layered_venv.sh" "$PYTHON" "$TS_VENV"
         TS_WHEELS=$TS_VENV/wheels
+        # captum (and matplotlib, which it imports): TorchServe's vision handlers import it at load
         "$TS_VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps -d "$TS_WHEELS" \
-            torchserve==0.12.0 torch-model-archiver==0.12.0 torch-workflow-archiver==0.2.15
+            torchserve==0.12.0 torch-model-archiver==0.12.0 torch-workflow-archiver==0.2.15 captum matplotlib \
+            contourpy cycler fonttools kiwisolver pyparsing
         # --force-reinstall: the wheels' console scripts replace layered_venv.sh's tserve ones
         "$TS_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall \
             "$TS_WHEELS"/*.whl wheel
