@@ -91,9 +91,12 @@ def test_llm_example_page(tmp_path: Path) -> None:
 
 def test_pipeline_example_page(tmp_path: Path) -> None:
     _, result = run_page(tmp_path, EXAMPLES / "pipeline" / "README.md", timeout=900)
-    decoder, answers, end = json.JSONDecoder(), [], 0
-    for start in (m.start() for m in re.finditer(r"^[\[{]", result.stdout, re.M)):
-        if start >= end:  # a JSON answer the server indented over several lines
-            answer, end = decoder.raw_decode(result.stdout, start)
-            answers.append(answer)
-    assert len(answers) == 2 and all(answers), result.stdout  # one answer per model
+    # the two answers, indented by the server, one right after the other (curl adds no newline)
+    out, decoder, answers = result.stdout, json.JSONDecoder(), []
+    at = re.search(r"^\{", out, re.M)
+    position = at.start() if at else len(out)
+    while position < len(out) and out[position] == "{":
+        answer, position = decoder.raw_decode(out, position)
+        answers.append(answer)
+    assert len(answers) == 2, out
+    assert len(answers[0]) == 5 and set(answers[1]) == {"negative", "neutral", "positive"}, answers  # top 5; 3 classes
