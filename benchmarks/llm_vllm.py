@@ -219,8 +219,12 @@ def run_one(kind: ServerKind, store: Path, work_dir: Path, model: str, dtype: st
                 runs[s].add(measure(ports[s], cpu[s], archive, work, conc, duration_s / 2))
             for s in SERVERS:
                 results[s][cell] = {**cell_summary(runs[s]), "loadavg_1m": round(os.getloadavg()[0], 2)}
-            print(f"  {model} {dtype} {cell}: tserve {results['tserve'][cell]['tokens_per_s']} tok/s, vLLM "
-                  f"{results['vllm'][cell]['tokens_per_s']} tok/s", flush=True)
+            a, b = results["tserve"][cell], results["vllm"][cell]  # the whole line: a cut-short run keeps it
+            print(f"  {model} {dtype} {cell}: tok/s tserve {a['tokens_per_s']} / vLLM {b['tokens_per_s']}, TTFT p99 "
+                  f"{a['ttft_p99_ms']} / {b['ttft_p99_ms']} ms, TPOT p50 {a['tpot_p50_ms']} / {b['tpot_p50_ms']} ms, "
+                  f"tokens per server CPU-s {a['tokens_per_cpu_s']} / {b['tokens_per_cpu_s']}, requests "
+                  f"{a['requests']} / {b['requests']}, errors {a['errors']} / {b['errors']}, load {a['loadavg_1m']}",
+                  flush=True)
         out["servers"] = results
         out["ratios"] = ratios(results)
         print("\n".join(table(model, dtype, results)), flush=True)
