@@ -19,10 +19,10 @@ import time
 
 import torch
 
-from ts.testing.tiny_llm import build_model, build_tokenizer
 from ts.llm.api.structured import grammar_from_response_format
 from ts.llm.engine.generation import GenerationEngine
 from ts.llm.params import SamplingParams
+from ts.testing.tiny_llm import build_model, build_tokenizer
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 150},

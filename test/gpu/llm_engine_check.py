@@ -46,10 +46,10 @@ def _worst_margin(model, prompt: list[int], generated: list[int], device: str) -
 def main() -> int:
     import torch
 
-    from ts.testing.tiny_llm import build_model, build_tokenizer
     from ts.llm.engine.generation import GenerationEngine
     from ts.llm.engine.paged.scheduler import PagedKV, paged_engine
     from ts.llm.params import SamplingParams
+    from ts.testing.tiny_llm import build_model, build_tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")

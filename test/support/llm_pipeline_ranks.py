@@ -22,10 +22,10 @@ import time
 import torch
 import torch.distributed as dist
 
-from ts.testing.tiny_llm import build_model, build_tokenizer
 from ts.llm.engine.paged.scheduler import PagedKV
 from ts.llm.engine.pipeline_parallel import PipelineStage, stage_engine
 from ts.llm.params import SamplingParams
+from ts.testing.tiny_llm import build_model, build_tokenizer
 
 
 def main() -> None:

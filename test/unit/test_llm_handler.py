@@ -20,7 +20,7 @@ from ts.context import Context, RequestProcessor
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.llm.engine.generation import GenerationEngine
 from ts.model_settings import ModelSettings
-from ts.torch_handler.llm_handler import LLMEvent, LLMHandler, LLMRequestError
+from ts.torch_handler.llm_handler import LLMHandler, LLMRequestError
 
 OAI = "x-tserve-openai"
 

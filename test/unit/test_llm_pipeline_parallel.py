@@ -18,10 +18,10 @@ import torch
 from llm_support import one_thread_fixture, reference, tok_fixture  # noqa: F401 - fixtures
 from safetensors import safe_open
 
-from ts.testing.tiny_llm import build_model
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.handler_utils.distributed.pipelining import stage_bounds
 from ts.llm.engine.pipeline_parallel import PipelineStage, load_stage
+from ts.testing.tiny_llm import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "large_models"))
