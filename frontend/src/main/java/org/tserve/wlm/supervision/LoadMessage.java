@@ -6,7 +6,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import org.tserve.config.ModelSettings;
 import org.tserve.config.WorkerSettings;
-import org.tserve.wlm.registry.Model;
 
 /**
  * The LOAD message's body (docs/protocol.md): what this worker is (model, archive, handler, device,
@@ -17,7 +16,7 @@ final class LoadMessage {
     }
 
     /** {@code gpuId} ≥ 0: the worker's GPU; its deviceType is then gpu, else cpu (whatever was asked). */
-    static byte[] body(Model model, String workerName, int gpuId, WorkerEnvironment env, ModelSettings s) {
+    static byte[] body(ServedModel model, String workerName, int gpuId, WorkerEnvironment env, ModelSettings s) {
         JsonObject j = json(model.name, model.version, model.getArchive().getModelDir().toString(), model.handler,
                 workerName, gpuId, env, s);
         return j.toString().getBytes(StandardCharsets.UTF_8);
