@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from typing import Any
 import ts
 from ts.arg_parser import ArgParser
 from ts.generated.config_defaults import CONFIG_DEFAULTS
+from ts.utils.java import LauncherError, find_java, frontend_jar
 from ts.utils.process_tree import process_alive, stop_process_tree
 from ts.version import version_line
 from ts.warmstart import spawn as zygote_spawn
@@ -33,7 +33,6 @@ READY_LINE = "Model server started."
 # config.properties `compatibility` value that asks for TorchServe 0.12's behaviour (docs/compatibility.md)
 COMPATIBILITY_TORCHSERVE = "torchserve-0.12"
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-.]*$")
-JAVA_PACKAGE_HINT = "install a Java 17 runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
 DEFAULT_VMARGS = ("-XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError -Xms16m -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 "
                   "-Dio.netty.allocator.numDirectArenas=1 -Dio.netty.allocator.numHeapArenas=1 "
                   "-Dio.netty.allocator.maxOrder=9").split()  # why each: docs/performance.md
@@ -41,17 +40,9 @@ START_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 60.0
 
 
-class LauncherError(Exception):
-    """A problem the user can fix; printed as one line, exit status 1."""
-
-
 def server_home() -> Path:
     """The directory that contains the `ts` package (TorchServe's `model_server_home`)."""
     return Path(ts.__file__).resolve().parent.parent
-
-
-def frontend_jar() -> Path:
-    return Path(ts.__file__).resolve().parent / "frontend" / "tserve-frontend.jar"
 
 
 def pid_file() -> Path:
@@ -60,20 +51,6 @@ def pid_file() -> Path:
 
 def log_dir() -> Path:
     return Path(os.environ.get("LOG_LOCATION", "logs")).resolve()
-
-
-def find_java() -> str:
-    """JAVA_HOME first, then PATH, as TorchServe does."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        candidate = Path(java_home) / "bin" / "java"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-        raise LauncherError(f"JAVA_HOME is set to {java_home} but {candidate} is not an executable; fix JAVA_HOME or {JAVA_PACKAGE_HINT}.")
-    found = shutil.which("java")
-    if not found:
-        raise LauncherError(f"Java was not found on PATH: {JAVA_PACKAGE_HINT}.")
-    return found
 
 
 def read_properties(path: Path) -> dict[str, str]:

@@ -61,7 +61,7 @@ def resolve_model_yaml(path: str | None) -> ModelSettings:
     server, as examples/large_models/run_local.py does. ValueError carries the frontend's message."""
     if path is None:
         return ModelSettings()
-    from ts.model_server import find_java, frontend_jar
+    from ts.utils.java import find_java, frontend_jar
 
     done = subprocess.run([find_java(), "-cp", str(frontend_jar()), "org.tserve.wlm.registry.YamlSettings", path],
                           capture_output=True, text=True, check=False)

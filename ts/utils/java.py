@@ -1,0 +1,34 @@
+"""Where the frontend's Java runtime and jar are: shared by the launcher (ts.model_server) and by
+ts.model_settings, which asks the jar to resolve a model-config.yaml without a server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import ts
+
+JAVA_PACKAGE_HINT = "install a Java 17 runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+
+
+class LauncherError(Exception):
+    """A problem the user can fix; printed as one line, exit status 1."""
+
+
+def frontend_jar() -> Path:
+    return Path(ts.__file__).resolve().parent / "frontend" / "tserve-frontend.jar"
+
+
+def find_java() -> str:
+    """JAVA_HOME first, then PATH, as TorchServe does."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home) / "bin" / "java"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+        raise LauncherError(f"JAVA_HOME is set to {java_home} but {candidate} is not an executable; fix JAVA_HOME or {JAVA_PACKAGE_HINT}.")
+    found = shutil.which("java")
+    if not found:
+        raise LauncherError(f"Java was not found on PATH: {JAVA_PACKAGE_HINT}.")
+    return found
