@@ -86,11 +86,21 @@ def llm_table(results: dict[str, Any]) -> list[str]:
     return lines if len(lines) > 2 else []
 
 
+def vllm_table(results: dict[str, Any]) -> list[str]:
+    """tserve beside vLLM's CPU backend, per model and dtype (llm_vllm's own tables, one level down)."""
+    from benchmarks.llm_vllm import report_lines
+
+    lines = report_lines(results.get("llm_vllm"))
+    return [line.replace("## ", "### ", 1) if line.startswith("## ") else
+            line.replace("### ", "#### ", 1) if line.startswith("### ") else line for line in lines]
+
+
 def tables(results: dict[str, Any]) -> dict[str, list[str]]:
     """{scenario: table lines} for every scenario the run measured."""
     found = {name: ratio_table(results, sections) for name, sections in TABLE_ROWS.items()}
     found["pool"] = pool_table(results)
     found["llm"] = llm_table(results)
+    found["llm_realistic"] = vllm_table(results)
     return {name: lines for name, lines in found.items() if lines}
 
 

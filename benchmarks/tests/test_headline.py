@@ -56,3 +56,17 @@ def test_the_llm_table_has_a_row_per_engine_and_concurrency() -> None:
     lines = headline.tables(run)["llm"]
     assert lines[2:] == ["| rectangle | 8 | 3600 | 1400 | 2.5 | 0.06 | 0.81 |", "| paged | 8 | 3600 | 1400 | 2.6 | 0.05 | 0.92 |"]
     assert "llm" not in headline.tables({"llm": {"error": "the probe failed"}})
+
+
+def test_the_vllm_runs_get_the_realistic_table(tmp_path: Path) -> None:
+    cell = {"tokens_per_s": 20.0, "ttft_p99_ms": 100.0, "tpot_p50_ms": 50.0, "tokens_per_cpu_s": 30.0}
+    run = {"model": "realistic", "dtype": "bfloat16", "tokens": {"identical": 1, "of": 8},
+           "servers": {"tserve": {"c8": cell}, "vllm": {"c8": {**cell, "tokens_per_s": 10.0}}},
+           "ratios": {"c8": {"tokens_per_s": 2.0, "ttft_p99_ms": 1.0, "tpot_p50_ms": 1.0, "tokens_per_cpu_s": 1.0}}}
+    results = {"llm_vllm": {"settings": {"max_seqs": 32}, "runs": [run]}}
+    written = {p.name: p.read_text() for p in headline.write(results, tmp_path)}
+    table = written["llm_realistic.md"]
+    assert "#### realistic bfloat16" in table.splitlines() and "### realistic bfloat16" not in table.splitlines()
+    assert "| c8 | 20.0 | 10.0 | 2.0 |" in table
+    skipped = headline.tables({"llm_vllm": {"skipped": "no AVX"}})["llm_realistic"]
+    assert skipped[0] == "LLM beside vLLM: skipped (no AVX)"
