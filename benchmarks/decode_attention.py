@@ -19,11 +19,10 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
-import time
-from collections.abc import Callable
 
 import torch
 
+from benchmarks.procstat import median_thread_cpu_ms
 from ts.llm.engine.paged import native
 
 HEADS, KV_HEADS, DIM, BLOCK = 16, 8, 64, 32
@@ -46,16 +45,6 @@ def queries(rows: int, peaked: bool, dtype: torch.dtype, seed: int = 1) -> torch
     return (q * (40.0 if peaked else 0.05)).to(dtype)
 
 
-def time_call(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm: the pool into cache as far as it goes, the library's first call
-    times = []
-    for _ in range(repeats):
-        started = time.thread_time()
-        fn()
-        times.append(time.thread_time() - started)
-    return statistics.median(times) * 1000
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=32)
@@ -76,7 +65,7 @@ def main() -> None:
             for shape in ("flat", "peaked") if r % 2 == 0 else ("peaked", "flat"):
                 q = queries(args.rows, shape == "peaked", dtype)
                 call = functools.partial(kernel, q, keys, values, table, lengths, DIM ** -0.5)
-                cells[shape].append(time_call(call, args.repeats))
+                cells[shape].append(median_thread_cpu_ms(call, args.repeats))
         flat, peaked = statistics.median(cells["flat"]), statistics.median(cells["peaked"])
         print(f"  {str(dtype).removeprefix('torch.'):9s} flat {flat:7.2f} ms   peaked {peaked:7.2f} ms   "
               f"peaked / flat {peaked / flat:.2f}   (rounds: flat {[round(x, 2) for x in cells['flat']]}, "

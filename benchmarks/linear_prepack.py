@@ -21,26 +21,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
+from benchmarks.procstat import median_thread_cpu_ms
 from ts.llm.engine.fastpath.prepack import PackedLinear, native_bfloat16
 
 # (out, in) of one layer's fused q/k/v, o, fused gate/up, down
 SHAPES = ((2048, 1024), (1024, 1024), (5632, 1024), (1024, 2816))
-
-
-def median_ms(fn: Callable[[], object], repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        started = time.thread_time()
-        fn()
-        times.append(time.thread_time() - started)
-    return statistics.median(times) * 1000
 
 
 def main() -> None:
@@ -69,7 +59,7 @@ def main() -> None:
             for r in range(args.rounds):
                 order = list(ways) if r % 2 == 0 else list(ways)[::-1]
                 for name in order + order[::-1]:
-                    cells[name].append(median_ms(ways[name], args.repeats))
+                    cells[name].append(median_thread_cpu_ms(ways[name], args.repeats))
             a, b = statistics.median(cells["F.linear"]), statistics.median(cells["prepacked"])
             print(f"  {str(dtype).removeprefix('torch.'):9s} rows {rows:4d}: F.linear {a:8.2f}  prepacked "
                   f"{b:8.2f}  ({packed[0].how})  speed-up {a / b:.2f}x", flush=True)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import statistics
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -119,3 +122,15 @@ def split_cpu(root: int) -> dict[str, float]:
     fe = sum(p.cpu_s for p in java)
     return {"frontend_s": fe, "jit_s": sum(jit_cpu_s(p.pid) for p in java),
             "other_s": sum(p.cpu_s for p in tree) - fe}
+
+
+def median_thread_cpu_ms(fn: Callable[[], object], repeats: int) -> float:
+    """The median CPU time of ``fn`` on this thread, in ms, after one warm-up call: on a shared
+    machine wall-clock times swing with the other work, the thread's own CPU time much less."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        started = time.thread_time()
+        fn()
+        times.append(time.thread_time() - started)
+    return statistics.median(times) * 1000

@@ -10,7 +10,6 @@ for ``/health``, and stops every process it started, by id.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -18,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 from benchmarks import procstat
-from benchmarks.servers import BENCH, ServerError
+from benchmarks.servers import BENCH, ServerError, stop_tree
 from ts.utils.free_ports import free_port
 
 VLLM_VENV = BENCH / "vllm-venv"
@@ -121,22 +120,6 @@ class VllmServer:
         """SIGTERM to the server's session (its API and engine processes), SIGKILL what is left."""
         if self.proc is None or self.proc.poll() is not None:
             return
+        # every process of its session (the API server and its engine core), then SIGKILL what is left
         tree = procstat.process_tree(self.proc.pid)
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
-        for info in tree:
-            if info.cmdline and procstat.cmdline(info.pid) == info.cmdline:
-                try:
-                    os.kill(info.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        stop_tree(self.proc, tree, [info.pid for info in tree], timeout)
