@@ -9,8 +9,8 @@ from benchmarks import servers
 
 def _tree(tmp_path, monkeypatch):
     repo, snapshot = tmp_path / "repo", tmp_path / "snapshot"
-    (repo / "ts" / "llm").mkdir(parents=True)
-    (repo / "ts" / "llm" / "engine.py").write_text("x = 1\n")
+    (repo / "ts" / "llm" / "engine").mkdir(parents=True)
+    (repo / "ts" / "llm" / "engine" / "generation.py").write_text("x = 1\n")
     monkeypatch.setattr(servers, "REPO", repo)
     monkeypatch.setattr(servers, "SNAPSHOT", snapshot)
     monkeypatch.setattr(servers, "SNAPSHOT_TAKEN", snapshot / "TAKEN")
@@ -27,8 +27,8 @@ def test_a_file_changed_after_the_snapshot_is_named_and_a_fresh_one_is_quiet(tmp
     snapshot.mkdir()
     (snapshot / "TAKEN").write_text("abc123\n")
     past = time.time() - 60
-    os.utime(repo / "ts" / "llm" / "engine.py", (past, past))
+    os.utime(repo / "ts" / "llm" / "engine" / "generation.py", (past, past))
     os.utime(snapshot / "TAKEN", (past + 30, past + 30))  # taken after that file, before the edit below
     assert servers.stale_snapshot() is None
-    (repo / "ts" / "llm" / "engine.py").write_text("x = 2\n")
+    (repo / "ts" / "llm" / "engine" / "generation.py").write_text("x = 2\n")
     assert servers.stale_snapshot() == f"ts/llm/engine/generation.py changed after {snapshot} was taken"
