@@ -35,7 +35,7 @@ def test_dry_mode_runs_every_check_on_cpu(tmp_path: Path) -> None:
     rows = table(done.stdout)
     assert {name: rows.get(name) for name in CHECKS} == {name: "pass" for name in CHECKS}, done.stdout
     assert rows["total"] == "pass"
-    assert "paged cache, HF forward on cpu float32: 100.0%" in (tmp_path / "llm-f32.log").read_text()
+    assert "paged cache, HF forward, toy model on cpu float32: 100.0%" in (tmp_path / "llm-f32.log").read_text()
 
 
 def test_a_failing_check_fails_the_run_and_shows_its_log(tmp_path: Path) -> None:
