@@ -408,11 +408,14 @@ def test_handler_keys_build_the_paged_engine_and_record_its_metrics(model_dir):
 
 def _handler(model_dir, cfg, **yaml):
     from ts.context import Context
+    from ts.model_settings import ModelSettings
     from ts.torch_handler.llm_handler import LLMHandler
 
+    # the frontend resolves the model-level keys and sends them in LOAD: the handler reads those
+    settings = ModelSettings(**{k: v for k, v in yaml.items() if k in ModelSettings.__dataclass_fields__})
     h = LLMHandler()
     h.initialize(Context("tiny", str(model_dir), {"model": {}}, 4, None, "test",
-                         model_yaml_config={"handler": cfg, **yaml}))
+                         model_yaml_config={"handler": cfg, **yaml}, model_settings=settings))
     return h
 
 
