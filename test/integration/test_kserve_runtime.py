@@ -89,6 +89,10 @@ class KServePod:
     def text(self) -> str:
         return self.out.read_text(errors="replace")
 
+    def tail(self) -> str:
+        """The container log's end, for a failure message (why a model is missing or unhealthy)."""
+        return self.text()[-4000:]
+
     def __exit__(self, *exc: object) -> None:
         assert self.proc is not None
         if self.proc.poll() is None:
@@ -104,7 +108,7 @@ def test_v1_predict_with_kserves_config_and_snapshot(mnt: Path, tmp_path: Path) 
     with KServePod(mnt, tmp_path / "v1", "kserve", token_auth=False) as pod:
         assert "Unknown configuration key" not in pod.text(), pod.text()
         r = requests.post(f"{pod.inference}/v1/models/adder:predict", json={"instances": [[1, 2], [3, 4, 5]]}, timeout=60)
-        assert r.status_code == 200 and r.json() == {"predictions": [3, 12]}, r.text
+        assert r.status_code == 200 and r.json() == {"predictions": [3, 12]}, r.text + pod.tail()
         for url in (pod.inference, pod.management):
             r = requests.get(f"{url}/v1/models/adder", timeout=30)
             # KServe's readiness fields (on the inference port the answer is also OpenAI's model object)
@@ -125,7 +129,7 @@ def test_v2_infer_with_token_auth_and_open_probes(mnt: Path, tmp_path: Path) -> 
     with KServePod(mnt, tmp_path / "v2", "kservev2", token_auth=True) as pod:
         for path in ("/ping", "/v2/health/live", "/v2/health/ready", "/v2/models/adder/ready", "/v1/models/adder"):
             r = requests.get(pod.inference + path, timeout=30)
-            assert r.status_code == 200, (path, r.status_code, r.text)
+            assert r.status_code == 200, (path, r.status_code, r.text, pod.tail())
         body = {"id": "7", "inputs": [{"name": "input-0", "shape": [2, 2], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
         assert requests.post(f"{pod.inference}/v2/models/adder/infer", json=body, timeout=30).status_code == 401
         assert requests.get(f"{pod.management}/models", timeout=30).status_code == 401

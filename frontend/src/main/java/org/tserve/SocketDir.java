@@ -14,8 +14,11 @@ import org.tserve.config.ConfigException;
  * start (one line naming the limit and the fix) rather than start workers that cannot listen.
  */
 final class SocketDir {
-    /** Linux's {@code sun_path} is 108 bytes, the last one the terminating NUL. */
-    static final int MAX_PATH_BYTES = 107;
+    /**
+     * Linux's {@code sun_path} is 108 bytes with the terminating NUL, but the JDK's Unix socket
+     * channel refuses a 107-byte path ("Unix domain path too long"): 106 is what both take.
+     */
+    static final int MAX_PATH_BYTES = 106;
     /** The longest name a socket in the folder gets (a worker on the highest port). */
     static final String LONGEST_NAME = ".ts.sock.65535";
     /** The short fallback when TMPDIR is long (Linux has it, writable for everyone). */

@@ -1,10 +1,12 @@
 package org.tserve.wlm.link;
 
 import java.io.IOException;
+import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.channels.SocketChannel;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import org.tserve.wlm.protocol.Codec;
 import org.tserve.wlm.protocol.Frame;
@@ -23,9 +25,15 @@ public final class RankConnection {
 
     /**
      * Connects to a rank listening on {@code socket} (a Unix socket) or on 127.0.0.1:{@code port}
-     * when {@code tcp}; null while nobody listens there yet.
+     * when {@code tcp}; null while nobody listens there yet (no socket file, or refused).
+     *
+     * @throws IOException when the connection can never succeed (the JDK refusing the socket's path,
+     *     no permission): the caller fails the worker now instead of polling until startupTimeout
      */
-    public static RankConnection tryOpen(boolean tcp, int port, Path socket) {
+    public static RankConnection tryOpen(boolean tcp, int port, Path socket) throws IOException {
+        if (!tcp && !Files.exists(socket)) {
+            return null;
+        }
         SocketChannel ch = null;
         try {
             if (tcp) {
@@ -36,9 +44,15 @@ public final class RankConnection {
                 ch.connect(UnixDomainSocketAddress.of(socket));
             }
             return new RankConnection(ch);
-        } catch (IOException e) {
+        } catch (ConnectException e) {
             closeQuietly(ch);
             return null;
+        } catch (IOException e) {
+            closeQuietly(ch);
+            if (!tcp && !Files.exists(socket)) {
+                return null;   // the file went between the check and the connect (a worker restarting)
+            }
+            throw new IOException("cannot connect to " + (tcp ? "127.0.0.1:" + port : socket) + ": " + e.getMessage(), e);
         }
     }
 

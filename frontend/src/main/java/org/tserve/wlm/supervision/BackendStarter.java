@@ -65,7 +65,12 @@ final class BackendStarter {
             if (stopping.getAsBoolean()) {
                 throw new WorkerFailure(503, "worker stopped while starting");
             }
-            RankConnection c = RankConnection.tryOpen(env.useTcp, port, WorkerProcess.socketPath(env, port));
+            RankConnection c;
+            try {
+                c = RankConnection.tryOpen(env.useTcp, port, WorkerProcess.socketPath(env, port));
+            } catch (IOException e) {
+                throw new WorkerFailure(500, "Worker " + name + ": " + e.getMessage());
+            }
             if (c != null) {
                 return c;
             }

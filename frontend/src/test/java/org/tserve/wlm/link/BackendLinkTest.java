@@ -6,12 +6,15 @@ import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNull;
 import static org.junit.Assert.assertSame;
 import static org.junit.Assert.assertTrue;
+import static org.junit.Assert.fail;
 
+import java.io.IOException;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -45,8 +48,27 @@ public class BackendLinkTest {
     }
 
     @Test
-    public void nobodyListeningYetIsNull() {
+    public void nobodyListeningYetIsNull() throws Exception {
         assertNull(RankConnection.tryOpen(false, 0, tmp.getRoot().toPath().resolve("absent.sock")));
+        Path stale = Files.createFile(tmp.getRoot().toPath().resolve("stale.sock"));   // refused: not listening
+        assertNull(RankConnection.tryOpen(false, 0, stale));
+    }
+
+    @Test
+    public void aSocketTheJdkCannotReachFailsAtOnce() throws Exception {
+        // a worker (Python) can listen on a 107-byte path the JDK refuses: polling it would never succeed
+        Path dir = Files.createDirectories(Path.of("/tmp", "rank-" + ProcessHandle.current().pid()));
+        Path tooLong = dir.resolve("s".repeat(107 - dir.toString().length() - 1));
+        Files.createFile(tooLong);
+        try {
+            RankConnection.tryOpen(false, 0, tooLong);
+            fail("connected to a path the JDK refuses");
+        } catch (IOException e) {
+            assertTrue(e.getMessage(), e.getMessage().contains(tooLong.toString()) && e.getMessage().contains("too long"));
+        } finally {
+            Files.delete(tooLong);
+            Files.delete(dir);
+        }
     }
 
     @Test
