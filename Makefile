@@ -8,6 +8,8 @@ GRADLE := gradle --no-daemon -q
 # Debian's gradle script prints the JVM banner on every call: keep it out of the output.
 JVM_BANNER := '^(openjdk version|OpenJDK Runtime|OpenJDK 64-Bit|WARNING: (A terminally deprecated|System::setSecurityManager|Please consider reporting this to the maintainers of org.gradle))'
 JAR := ts/frontend/tserve-frontend.jar
+# the frontend's class-data-sharing archive: a server start maps it instead of loading classes (ts/class_archive.py)
+JSA := ts/frontend/tserve-frontend.jsa
 # Java 17 and Debian's Gradle 4.4.1 build the frontend; every Java library and protoc come from Maven Central.
 # prometheus ships promtool, which test_log_formats runs over /metrics (Prometheus naming); gcc and
 # libc6-dev build the paged KV cache's native decode attention (ts/llm/engine/paged/native.py) where it serves.
@@ -17,7 +19,7 @@ FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle 
 
 .PHONY: install apt venv jar dist java-deps demo test test-quick test-java test-python bench docs lint typecheck clean
 
-install: apt venv jar .venv/.installed .venv/.large
+install: apt venv jar .venv/.installed .venv/.large $(JSA)
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f '$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
@@ -40,6 +42,10 @@ jar: $(JAR)
 $(JAR): $(FRONTEND_SOURCES) | apt
 	@echo "Building the frontend jar"
 	@$(GRADLE) packageJar 2>&1 | grep -vE $(JVM_BANNER); exit $${PIPESTATUS[0]}
+
+$(JSA): $(JAR) .venv/.installed
+	@echo "Building the frontend's class archive (one server start and stop)"
+	@$(PY) -m ts.class_archive
 
 .venv/.installed: pyproject.toml setup.py constraints.txt .venv/.torch $(JAR)
 	@echo "Installing tserve into .venv (pip install -e .[dev])"
@@ -150,4 +156,4 @@ typecheck: install
 	@$(PY) test/support/mypy_relaxations.py
 
 clean:
-	rm -rf build dist site tserve.egg-info frontend/build $(JAR) .pytest_cache .mypy_cache .hypothesis .coverage .coverage.*
+	rm -rf build dist site tserve.egg-info frontend/build $(JAR) $(JSA) .pytest_cache .mypy_cache .hypothesis .coverage .coverage.*

@@ -23,7 +23,7 @@ from typing import Any
 import ts
 from ts.arg_parser import ArgParser
 from ts.generated.config_defaults import CONFIG_DEFAULTS
-from ts.utils.java import LauncherError, find_java, frontend_jar
+from ts.utils.java import LauncherError, class_archive_options, find_java, frontend_jar
 from ts.utils.process_tree import process_alive, stop_process_tree
 from ts.version import version_line
 from ts.warmstart import spawn as zygote_spawn
@@ -110,7 +110,8 @@ def build_java_command(
     jar = frontend_jar()
     if not jar.is_file():
         raise LauncherError(f"The frontend jar is missing at {jar}: build it with 'make install' (or 'gradle --offline packageJar').")
-    cmd = [java, *(vmargs if vmargs is not None else DEFAULT_VMARGS)]
+    options = list(vmargs if vmargs is not None else DEFAULT_VMARGS)
+    cmd = [java, *options, *class_archive_options(options)]
     cmd += [f"-Dmodel_server_home={server_home()}", f"-Djava.io.tmpdir={tmp_dir or tempfile.gettempdir()}"]
     if log_config is not None:  # as TorchServe's launcher: after vmargs, so --log-config wins over theirs
         cmd.append(f"-Dlog4j.configurationFile={Path(log_config).resolve().as_uri()}")

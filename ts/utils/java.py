@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import ts
@@ -18,6 +19,30 @@ class LauncherError(Exception):
 
 def frontend_jar() -> Path:
     return Path(ts.__file__).resolve().parent / "frontend" / "tserve-frontend.jar"
+
+
+# options the user's own vmargs may carry: then theirs decide and ours stay out
+_CDS_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
+_QUIET = "-Xlog:cds=off,cds+dynamic=off"
+
+
+def archive_path() -> Path:
+    """The frontend's class-data-sharing archive (written by ``python -m ts.class_archive``)."""
+    return frontend_jar().with_suffix(".jsa")
+
+
+def class_archive_options(vmargs: Sequence[str]) -> list[str]:
+    """The JVM options that map the frontend's class archive, or none: no archive, one older than
+    the jar, or ``vmargs`` that choose class sharing themselves."""
+    if any(a.startswith(_CDS_OPTIONS) for a in vmargs):
+        return []
+    jsa, jar = archive_path(), frontend_jar()
+    try:
+        if jsa.stat().st_mtime < jar.stat().st_mtime:
+            return []
+    except OSError:
+        return []
+    return [f"-XX:SharedArchiveFile={jsa}", _QUIET]
 
 
 def find_java() -> str:
