@@ -8,6 +8,7 @@ import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.QueryStringDecoder;
+import io.prometheus.metrics.expositionformats.ExpositionFormatWriter;
 import java.nio.charset.StandardCharsets;
 import java.util.HashSet;
 import java.util.List;
@@ -19,7 +20,8 @@ import org.tserve.wlm.api.WlmListener;
 /**
  * Plugs metrics into the server: installs the {@link MetricsRegistry} (metrics.yaml, metrics_mode,
  * TS_METRICS and MODEL_METRICS log lines), listens to the workload manager (job latencies, worker loads,
- * METRICS frames) and serves {@code GET /metrics[?name[]=..]} on the metrics connector.
+ * METRICS frames) and serves {@code GET /metrics[?name[]=..]} on the metrics connector (TorchServe's
+ * Prometheus text, or what {@link ClientJavaExposition} negotiates from {@code Accept}).
  */
 public final class MetricsExtension implements ServerExtension {
     @Override
@@ -76,10 +78,17 @@ public final class MetricsExtension implements ServerExtension {
                 names.addAll(v);
             }
         }
-        byte[] body = MetricsRegistry.get().scrape(names).getBytes(StandardCharsets.UTF_8);
+        // OpenMetrics or protobuf when the scraper asks for it (client_java); else TorchServe's text 0.0.4
+        String accept = request.headers().get(HttpHeaderNames.ACCEPT);
+        ExpositionFormatWriter negotiated = ClientJavaExposition.negotiate(accept);
+        MetricsRegistry registry = MetricsRegistry.get();
+        byte[] body = negotiated == null
+            ? registry.scrape(names).getBytes(StandardCharsets.UTF_8)
+            : ClientJavaExposition.write(negotiated, registry.families(names), accept);
         FullHttpResponse resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK,
             Unpooled.wrappedBuffer(body));
-        resp.headers().set(HttpHeaderNames.CONTENT_TYPE, PrometheusWriter.CONTENT_TYPE);
+        resp.headers().set(HttpHeaderNames.CONTENT_TYPE,
+            negotiated == null ? PrometheusWriter.CONTENT_TYPE : negotiated.getContentType());
         resp.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, body.length);
         return resp;
     }
