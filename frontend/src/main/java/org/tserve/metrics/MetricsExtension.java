@@ -13,6 +13,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import org.tserve.config.Compatibility;
 import org.tserve.server.ServerContext;
 import org.tserve.server.ServerExtension;
 import org.tserve.wlm.api.WlmListener;
@@ -78,9 +79,11 @@ public final class MetricsExtension implements ServerExtension {
                 names.addAll(v);
             }
         }
-        // OpenMetrics or protobuf when the scraper asks for it (client_java); else TorchServe's text 0.0.4
+        // OpenMetrics or protobuf when the scraper asks for it (client_java); else TorchServe's text 0.0.4,
+        // which is all TorchServe 0.12 answers (compatibility=torchserve-0.12)
         String accept = request.headers().get(HttpHeaderNames.ACCEPT);
-        ExpositionFormatWriter negotiated = ClientJavaExposition.negotiate(accept);
+        ExpositionFormatWriter negotiated = Compatibility.current().negotiatesMetricsFormat()
+            ? ClientJavaExposition.negotiate(accept) : null;
         MetricsRegistry registry = MetricsRegistry.get();
         byte[] body = negotiated == null
             ? registry.scrape(names).getBytes(StandardCharsets.UTF_8)
