@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
 import harness
@@ -177,6 +178,64 @@ def test_handler_metrics_from_continuous_batching(prom) -> None:
     fams = harness.wait_for(recorded, 10, what="continuous-batching handler metrics")
     assert value(fams, "TokensStreamed", **labels) == 2 + 3 + 4
     assert fams["SequencesFinished"]["type"] == "counter"
+
+
+OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+PROTOBUF = "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
+# what Prometheus 2.x sends when it scrapes
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+                     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
+def test_openmetrics_when_accept_asks_for_it(prom) -> None:
+    for payload in ("ab", "x" * 40):
+        assert prom.predict("echo", data=payload).status_code == 200
+    harness.wait_for(lambda: value(scrape(prom, "PayloadSize"), "PayloadSize", "PayloadSize_count", Kind="echo") >= 2,
+                     10, what="handler histogram")
+    names = ("ts_inference_requests_total", "Requests2XX", "PayloadSize")
+    params = [("name[]", n) for n in names]
+    text = scrape(prom, *names)
+    r = requests.get(f"{prom.metrics_url}/metrics", params=params, headers={"Accept": PROMETHEUS_ACCEPT}, timeout=30)
+    assert r.status_code == 200 and r.headers["Content-Type"] == OPENMETRICS
+    assert r.text.endswith("\n# EOF\n")
+    # prometheus_client's OpenMetrics parser is strict (EOF, counter _total samples, bucket order): it reads all of it
+    om = {f.name: {"type": f.type, "samples": [(s.name, s.labels, s.value) for s in f.samples]}
+          for f in openmetrics_families(r.text)}
+    assert set(om) == {"ts_inference_requests", "Requests2XX", "PayloadSize"}
+    assert om["Requests2XX"]["type"] == "counter"
+    assert {n for n, _, _ in om["Requests2XX"]["samples"]} == {"Requests2XX_total"}
+    # the same values as TorchServe's text answer (no inference ran between the two scrapes; Requests2XX
+    # counts the scrapes themselves)
+    for fam in ("ts_inference_requests", "PayloadSize"):
+        assert sorted((n, sorted(lb.items()), v) for n, lb, v in om[fam]["samples"]) == \
+            sorted((n, sorted(lb.items()), v) for n, lb, v in text[fam]["samples"]), fam
+    # a scraper that asks for text (or nothing) keeps TorchServe's format
+    plain = requests.get(f"{prom.metrics_url}/metrics", params=params, headers={"Accept": "text/plain"}, timeout=30)
+    assert plain.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert '",} ' in plain.text and "# EOF" not in plain.text
+
+
+def test_protobuf_when_accept_asks_for_it(prom) -> None:
+    assert prom.predict("echo", data="pb").status_code == 200   # QueueTime has a series from then on
+    r = requests.get(f"{prom.metrics_url}/metrics", params=[("name[]", "Requests2XX"), ("name[]", "QueueTime")],
+                     headers={"Accept": PROTOBUF}, timeout=30)
+    assert r.status_code == 200 and r.headers["Content-Type"] == PROTOBUF
+    # varint-length-delimited MetricFamily messages, one a family, each opening with its name (field 1)
+    body, pos, names = r.content, 0, []
+    while pos < len(body):
+        size, shift = 0, 0
+        while True:
+            b = body[pos]
+            pos += 1
+            size |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        message = body[pos:pos + size]
+        assert len(message) == size and message[0] == 0x0A
+        names.append(message[2:2 + message[1]].decode())
+        pos += size
+    assert sorted(names) == ["QueueTime", "Requests2XX_total"]   # protobuf names a counter with its _total
 
 
 def test_name_filter(prom) -> None:

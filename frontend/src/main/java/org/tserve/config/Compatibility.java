@@ -103,6 +103,14 @@ public enum Compatibility {
         return torchServe();
     }
 
+    /**
+     * GET /metrics with an {@code Accept} that asks for OpenMetrics or protobuf: tserve answers in it
+     * (client_java, where a counter's samples end with {@code _total}); TorchServe 0.12 always answers its text 0.0.4.
+     */
+    public boolean negotiatesMetricsFormat() {
+        return !torchServe();
+    }
+
     /** TorchServe reads any boolean other than {@code true} (any case) as false; tserve refuses it. */
     public boolean lenientBooleans() {
         return torchServe();

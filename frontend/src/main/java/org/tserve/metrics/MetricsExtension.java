@@ -8,10 +8,12 @@ import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.QueryStringDecoder;
+import io.prometheus.metrics.expositionformats.ExpositionFormatWriter;
 import java.nio.charset.StandardCharsets;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import org.tserve.config.Compatibility;
 import org.tserve.server.ServerContext;
 import org.tserve.server.ServerExtension;
 import org.tserve.wlm.api.WlmListener;
@@ -19,7 +21,8 @@ import org.tserve.wlm.api.WlmListener;
 /**
  * Plugs metrics into the server: installs the {@link MetricsRegistry} (metrics.yaml, metrics_mode,
  * TS_METRICS and MODEL_METRICS log lines), listens to the workload manager (job latencies, worker loads,
- * METRICS frames) and serves {@code GET /metrics[?name[]=..]} on the metrics connector.
+ * METRICS frames) and serves {@code GET /metrics[?name[]=..]} on the metrics connector (TorchServe's
+ * Prometheus text, or what {@link ClientJavaExposition} negotiates from {@code Accept}).
  */
 public final class MetricsExtension implements ServerExtension {
     @Override
@@ -76,10 +79,19 @@ public final class MetricsExtension implements ServerExtension {
                 names.addAll(v);
             }
         }
-        byte[] body = MetricsRegistry.get().scrape(names).getBytes(StandardCharsets.UTF_8);
+        // OpenMetrics or protobuf when the scraper asks for it (client_java); else TorchServe's text 0.0.4,
+        // which is all TorchServe 0.12 answers (compatibility=torchserve-0.12)
+        String accept = request.headers().get(HttpHeaderNames.ACCEPT);
+        ExpositionFormatWriter negotiated = Compatibility.current().negotiatesMetricsFormat()
+            ? ClientJavaExposition.negotiate(accept) : null;
+        MetricsRegistry registry = MetricsRegistry.get();
+        byte[] body = negotiated == null
+            ? registry.scrape(names).getBytes(StandardCharsets.UTF_8)
+            : ClientJavaExposition.write(negotiated, registry.families(names), accept);
         FullHttpResponse resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK,
             Unpooled.wrappedBuffer(body));
-        resp.headers().set(HttpHeaderNames.CONTENT_TYPE, PrometheusWriter.CONTENT_TYPE);
+        resp.headers().set(HttpHeaderNames.CONTENT_TYPE,
+            negotiated == null ? PrometheusWriter.CONTENT_TYPE : negotiated.getContentType());
         resp.headers().setInt(HttpHeaderNames.CONTENT_LENGTH, body.length);
         return resp;
     }

@@ -7,7 +7,6 @@ import com.google.gson.JsonParseException;
 import java.net.InetAddress;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -431,6 +430,14 @@ public final class MetricsRegistry {
 
     /** Prometheus text for GET /metrics, filtered by {@code name[]} (empty = all). Empty in log mode. */
     public String scrape(Set<String> names) {
+        return PrometheusWriter.write(families(names), null);
+    }
+
+    /**
+     * The exposed families, frontend ones first, then the handlers' in metrics.yaml's order (auto-detected
+     * ones after, by name), filtered by {@code name[]} (null or empty = all). None in log mode.
+     */
+    public List<MetricFamily> families(Set<String> names) {
         List<MetricFamily> all = new ArrayList<>(tsFamilies.values());
         List<String> model = new ArrayList<>(modelFamilies.keySet());
         List<String> declared = new ArrayList<>(config.modelMetrics().keySet());
@@ -444,7 +451,8 @@ public final class MetricsRegistry {
         for (String n : model) {
             all.add(modelFamilies.get(n));
         }
-        return PrometheusWriter.write(all, names == null ? Collections.emptySet() : names);
+        all.removeIf(f -> !PrometheusWriter.selected(f, names));
+        return all;
     }
 
     private static long nowSeconds() {

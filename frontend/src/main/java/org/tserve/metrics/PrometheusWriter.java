@@ -10,6 +10,15 @@ import java.util.Set;
  * Prometheus text exposition format 0.0.4, as TorchServe's Prometheus client writes it: a HELP
  * and a TYPE line per family, one sample line per series (labels end with a comma), histograms as
  * {@code _bucket{le=..}}, {@code _count} and {@code _sum}.
+ *
+ * <p>Why by hand when client_java is on the classpath ({@link ClientJavaExposition} writes the
+ * OpenMetrics and protobuf answers): this is the default answer of {@code /metrics}, and TorchServe
+ * 0.12's own test ({@code test_metrics.py::test_metrics_prometheus_mode}) and its users' parsers read it
+ * byte for byte as TorchServe's old simpleclient wrote it. client_java 1.x's {@code PrometheusTextFormatWriter}
+ * writes it differently: a counter named {@code Requests2XX} becomes {@code Requests2XX_total} in its
+ * HELP, TYPE and sample lines, label sets lose the trailing comma ({@code {Level="Host",Hostname="h"}}),
+ * and families come sorted by name instead of in metrics.yaml's order. None of that can be configured,
+ * so the answer could not stay byte-identical through it.
  */
 public final class PrometheusWriter {
     /** The Content-Type of the exposition. */
@@ -25,7 +34,7 @@ public final class PrometheusWriter {
     public static String write(Collection<MetricFamily> families, Set<String> names) {
         StringBuilder sb = new StringBuilder();
         for (MetricFamily f : families) {
-            if (names != null && !names.isEmpty() && !selected(f, names)) {
+            if (!selected(f, names)) {
                 continue;
             }
             writeFamily(sb, f);
@@ -33,7 +42,11 @@ public final class PrometheusWriter {
         return sb.toString();
     }
 
-    private static boolean selected(MetricFamily f, Set<String> names) {
+    /** Whether a {@code name[]} selection lists this family (see {@link #write}); an empty one lists all. */
+    static boolean selected(MetricFamily f, Set<String> names) {
+        if (names == null || names.isEmpty()) {
+            return true;
+        }
         String n = sanitizeName(f.spec().name);
         if (names.contains(n) || names.contains(f.spec().name)) {
             return true;
@@ -45,9 +58,7 @@ public final class PrometheusWriter {
     static void writeFamily(StringBuilder sb, MetricFamily f) {
         MetricSpec spec = f.spec();
         String name = sanitizeName(spec.name);
-        sb.append("# HELP ").append(name).append(' ')
-            .append(escapeHelp("Torchserve prometheus " + spec.type.wireName() + " metric with unit: " + spec.unit))
-            .append('\n');
+        sb.append("# HELP ").append(name).append(' ').append(escapeHelp(help(spec))).append('\n');
         sb.append("# TYPE ").append(name).append(' ').append(spec.type.wireName()).append('\n');
         List<String> labels = new ArrayList<>();
         for (String l : f.labelNames()) {
@@ -69,6 +80,11 @@ public final class PrometheusWriter {
             sample(sb, name + "_count", labels, values, null, null, s.count);
             sample(sb, name + "_sum", labels, values, null, null, s.value);
         }
+    }
+
+    /** TorchServe's HELP text of a family (unescaped). */
+    static String help(MetricSpec spec) {
+        return "Torchserve prometheus " + spec.type.wireName() + " metric with unit: " + spec.unit;
     }
 
     private static int compareLists(List<String> a, List<String> b) {
