@@ -97,7 +97,8 @@ def value(fams: dict, family: str, sample: str | None = None, **labels: str) -> 
 @pytest.fixture(scope="module")
 def prom(setup):
     store, cfg = setup
-    config = {"metrics_mode": "prometheus", "metrics_config": str(cfg), "load_models": "echo.mar"}
+    config = {"metrics_mode": "prometheus", "metrics_config": str(cfg), "load_models": "echo.mar",
+              "metrics_negotiation": "true"}
     with harness.Server(store, config=config) as s:
         yield s
 
@@ -213,6 +214,16 @@ def test_openmetrics_when_accept_asks_for_it(prom) -> None:
     plain = requests.get(f"{prom.metrics_url}/metrics", params=params, headers={"Accept": "text/plain"}, timeout=30)
     assert plain.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
     assert '",} ' in plain.text and "# EOF" not in plain.text
+
+
+def test_without_metrics_negotiation_prometheus_gets_torchserves_text(setup) -> None:
+    # the default: Prometheus (which asks for OpenMetrics first) stores TorchServe's series names
+    store, cfg = setup
+    with harness.Server(store, config={"metrics_mode": "prometheus", "metrics_config": str(cfg)}) as s:
+        r = requests.get(f"{s.metrics_url}/metrics", params=[("name[]", "Requests2XX")],
+                         headers={"Accept": PROMETHEUS_ACCEPT}, timeout=30)
+        assert r.status_code == 200 and r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert "# EOF" not in r.text and "Requests2XX_total" not in r.text
 
 
 def test_protobuf_when_accept_asks_for_it(prom) -> None:

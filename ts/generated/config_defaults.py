@@ -63,6 +63,7 @@ CONFIG_DEFAULTS: Final[Mapping[str, str]] = MappingProxyType({
     "limit_max_image_pixels": "true",
     "metrics_mode": "log",
     "enable_metrics_api": "true",
+    "metrics_negotiation": "false",
     "model_metrics_auto_detect": "false",
     "disable_system_metrics": "false",
     "system_metrics_cmd": "",

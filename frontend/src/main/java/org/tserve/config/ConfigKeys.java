@@ -160,6 +160,8 @@ public final class ConfigKeys {
         k("metrics_mode", Type.STRING, "log", "log (metric log files) or prometheus (/metrics); legacy", METRICS_MODE);
         k("metrics_config", Type.STRING, null, "metrics.yaml to use (default: ts/configs/metrics.yaml)");
         k("enable_metrics_api", Type.BOOL, "true", "Serve the metrics API");
+        k("metrics_negotiation", Type.BOOL, "false",
+                "GET /metrics answers OpenMetrics or protobuf when Accept asks (counter samples then end in _total)");
         k("model_metrics_auto_detect", Type.BOOL, "false",
                 "Register model metrics missing from metrics.yaml when first emitted");
         k("disable_system_metrics", Type.BOOL, "false", "Do not collect system metrics");

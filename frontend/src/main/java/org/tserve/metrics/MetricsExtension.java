@@ -25,8 +25,19 @@ import org.tserve.wlm.api.WlmListener;
  * Prometheus text, or what {@link ClientJavaExposition} negotiates from {@code Accept}).
  */
 public final class MetricsExtension implements ServerExtension {
+    /** metrics_negotiation: off by default, so Prometheus stores TorchServe's series names (docs/metrics.md). */
+    private volatile boolean negotiate;
+
+    public MetricsExtension() {
+    }
+
+    MetricsExtension(boolean negotiate) {
+        this.negotiate = negotiate;
+    }
+
     @Override
     public void start(ServerContext ctx) {
+        negotiate = ctx.config().getBool("metrics_negotiation");
         MetricsRegistry r = MetricsSetup.start(ctx.config());
         ctx.responses().add(r::responseSent);
         ctx.modelManager().addListener(new WlmListener() {
@@ -79,10 +90,10 @@ public final class MetricsExtension implements ServerExtension {
                 names.addAll(v);
             }
         }
-        // OpenMetrics or protobuf when the scraper asks for it (client_java); else TorchServe's text 0.0.4,
-        // which is all TorchServe 0.12 answers (compatibility=torchserve-0.12)
+        // with metrics_negotiation, OpenMetrics or protobuf when the scraper asks for it (client_java);
+        // else TorchServe's text 0.0.4, which is all TorchServe 0.12 answers (compatibility=torchserve-0.12)
         String accept = request.headers().get(HttpHeaderNames.ACCEPT);
-        ExpositionFormatWriter negotiated = Compatibility.current().negotiatesMetricsFormat()
+        ExpositionFormatWriter negotiated = negotiate && Compatibility.current().negotiatesMetricsFormat()
             ? ClientJavaExposition.negotiate(accept) : null;
         MetricsRegistry registry = MetricsRegistry.get();
         byte[] body = negotiated == null

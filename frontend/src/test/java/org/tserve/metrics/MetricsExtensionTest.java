@@ -43,13 +43,22 @@ public class MetricsExtensionTest {
         if (accept != null) {
             req.headers().set(HttpHeaderNames.ACCEPT, accept);
         }
-        return new MetricsExtension().handleMetricsRequest(req);
+        return new MetricsExtension(true).handleMetricsRequest(req);
     }
 
     private static String body(FullHttpResponse r) {
         String s = r.content().toString(StandardCharsets.UTF_8);
         r.release();
         return s;
+    }
+
+    @Test
+    public void withoutMetricsNegotiationEveryAcceptGetsTorchServesText() {
+        FullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.GET, "/metrics");
+        req.headers().set(HttpHeaderNames.ACCEPT, OPENMETRICS);
+        FullHttpResponse r = new MetricsExtension().handleMetricsRequest(req);
+        assertEquals(PrometheusWriter.CONTENT_TYPE, r.headers().get(HttpHeaderNames.CONTENT_TYPE));
+        assertEquals(TEXT, body(r));
     }
 
     @Test
