@@ -88,6 +88,7 @@ def test_multi_gb_checkpoint_streams_with_progress(tmp_path: Path) -> None:
         shutil.rmtree(tmp_path / "out", ignore_errors=True)  # do not leave GBs in pytest's tmp dirs
 
 
+@pytest.mark.slow   # a 320 MB input archived in a child process, in each format
 @pytest.mark.parametrize("fmt", ["default", "tgz", "no-archive"])
 def test_other_formats_stream(tmp_path: Path, fmt: str) -> None:
     size = 320 * 1024 * 1024

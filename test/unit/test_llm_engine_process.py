@@ -23,6 +23,8 @@ from ts.llm.process.engine_process import EngineProcess, EngineStepFailed
 from ts.model_settings import ModelSettings
 from ts.torch_handler.llm_handler import LLMEvent, LLMHandler
 
+pytestmark = pytest.mark.slow   # engine processes started and killed: make test runs them, test-quick does not
+
 N = 6
 
 

@@ -335,6 +335,7 @@ def test_plain_batch_path(handler):
     assert many["usage"]["completion_tokens"] == 12
 
 
+@pytest.mark.slow   # builds the example archive and serves it from a worker
 def test_example_mar_loads_and_answers(tmp_path):
     """examples/llm/build_mar.py: the archive holds the HF folder flat; its handler serves it."""
     import importlib.util
