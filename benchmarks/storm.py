@@ -41,6 +41,10 @@ MODEL = "storm"
 PACE_S = 0.2  # a scaler or the unregisterer fires at least this often, registration or not
 JITTER_S = 0.005  # ... and within this long after the call it aims at was sent
 RESET = "reset"
+# the answer to a call that reached the race this storm is for, on a server that has the fix: a
+# scale or registration that found the version before an unregister retired it (WorkerScaler)
+RETIRED = b"was unregistered; no worker is started"
+RETIRED_LABEL = "404 retired"
 
 CALLS: dict[str, tuple[str, str]] = {
     "register": ("POST", "/models?" + urlencode({"url": "echo.mar", "model_name": MODEL, "initial_workers": 1,
@@ -75,8 +79,10 @@ class Storm:
         try:
             conn.request(method, path)
             resp = conn.getresponse()
-            resp.read()
+            body = resp.read()
             label, keep = str(resp.status), not resp.will_close
+            if resp.status == 404 and RETIRED in body:
+                label = RETIRED_LABEL
         except (ConnectionResetError, BrokenPipeError):
             label = RESET
         except (OSError, http.client.HTTPException) as exc:  # no answer: named
@@ -152,8 +158,9 @@ def run(work: Path, duration: float, settle_s: float, kind: str = "tserve", seed
         still_listed = unregister_all(srv.management_port, 120)
         left, waited = settle(srv, settle_s)
         srv._check_alive()
-        return {"server": kind, "duration_s": duration,
-                "outcomes": {k: dict(c.most_common()) for k, c in storm.outcomes.items()},
+        outcomes = {k: dict(c.most_common()) for k, c in storm.outcomes.items()}
+        return {"server": kind, "duration_s": duration, "outcomes": outcomes,
+                "race_reached": race_hits({"outcomes": outcomes}),
                 "models_listed_after_unregister": still_listed, "settle_s": waited,
                 "undescribed_workers": [{"pids": list(w.pids), "cmdline": w.cmdline[:300]} for w in left]}
 
@@ -166,7 +173,7 @@ def problems(report: dict[str, Any]) -> list[str]:
                    f"{report['settle_s']} s after every model was unregistered: "
                    + ", ".join(str(w["pids"]) for w in report["undescribed_workers"]))
     unanswered = {f"{kind}: {label}": n for kind, c in report["outcomes"].items()
-                  for label, n in c.items() if not label.isdigit()}
+                  for label, n in c.items() if not label.split()[0].isdigit()}
     if unanswered:
         out.append(f"calls without an answer: {unanswered}")
     if report["models_listed_after_unregister"]:
@@ -174,8 +181,13 @@ def problems(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def race_hits(report: dict[str, Any]) -> int:
+    """How often a call met a version an unregister had retired under it (the fix refused its worker)."""
+    return sum(c.get(RETIRED_LABEL, 0) for c in report["outcomes"].values())
+
+
 def line(report: dict[str, Any]) -> str:
     """One line per run: each call's answers, then the invariants."""
-    calls = "; ".join(f"{k} " + " ".join(f"{s}x{n}" for s, n in c.items()) for k, c in report["outcomes"].items())
-    return (f"{calls}; undescribed workers "
+    calls = "; ".join(f"{k} " + ", ".join(f"{s} x{n}" for s, n in c.items()) for k, c in report["outcomes"].items())
+    return (f"{calls}; race reached {race_hits(report)} times (a worker refused for a retired version); undescribed workers "
             f"{len(report['undescribed_workers'])} (settled in {report['settle_s']} s)")
