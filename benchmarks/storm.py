@@ -68,6 +68,7 @@ class Storm:
     until: float
     outcomes: dict[str, Counter[str]] = field(default_factory=lambda: {k: Counter() for k in CALLS})
     sent_by_kind: Counter[str] = field(default_factory=Counter)
+    server_errors: dict[str, str] = field(default_factory=dict)  # the first 5xx answer of each call kind
     lock: threading.Lock = field(default_factory=threading.Lock)
     sent: threading.Condition = field(default_factory=threading.Condition)
 
@@ -83,6 +84,8 @@ class Storm:
             label, keep = str(resp.status), not resp.will_close
             if resp.status == 404 and RETIRED in body:
                 label = RETIRED_LABEL
+            elif resp.status >= 500:
+                self.server_errors.setdefault(kind, body[:300].decode("utf-8", "replace"))
         except (ConnectionResetError, BrokenPipeError):
             label = RESET
         except (OSError, http.client.HTTPException) as exc:  # no answer: named
@@ -160,7 +163,7 @@ def run(work: Path, duration: float, settle_s: float, kind: str = "tserve", seed
         srv._check_alive()
         outcomes = {k: dict(c.most_common()) for k, c in storm.outcomes.items()}
         return {"server": kind, "duration_s": duration, "outcomes": outcomes,
-                "race_reached": race_hits({"outcomes": outcomes}),
+                "race_reached": race_hits({"outcomes": outcomes}), "first_server_errors": storm.server_errors,
                 "models_listed_after_unregister": still_listed, "settle_s": waited,
                 "undescribed_workers": [{"pids": list(w.pids), "cmdline": w.cmdline[:300]} for w in left]}
 
