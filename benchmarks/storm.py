@@ -68,7 +68,7 @@ class Storm:
     until: float
     outcomes: dict[str, Counter[str]] = field(default_factory=lambda: {k: Counter() for k in CALLS})
     sent_by_kind: Counter[str] = field(default_factory=Counter)
-    server_errors: dict[str, str] = field(default_factory=dict)  # the first 5xx answer of each call kind
+    refusals: dict[str, str] = field(default_factory=dict)  # the first answer of each call kind and error status
     lock: threading.Lock = field(default_factory=threading.Lock)
     sent: threading.Condition = field(default_factory=threading.Condition)
 
@@ -84,8 +84,8 @@ class Storm:
             label, keep = str(resp.status), not resp.will_close
             if resp.status == 404 and RETIRED in body:
                 label = RETIRED_LABEL
-            elif resp.status >= 500:
-                self.server_errors.setdefault(kind, body[:300].decode("utf-8", "replace"))
+            if resp.status >= 400:
+                self.refusals.setdefault(f"{kind} {label}", body[:400].decode("utf-8", "replace"))
         except (ConnectionResetError, BrokenPipeError):
             label = RESET
         except (OSError, http.client.HTTPException) as exc:  # no answer: named
@@ -163,7 +163,7 @@ def run(work: Path, duration: float, settle_s: float, kind: str = "tserve", seed
         srv._check_alive()
         outcomes = {k: dict(c.most_common()) for k, c in storm.outcomes.items()}
         return {"server": kind, "duration_s": duration, "outcomes": outcomes,
-                "race_reached": race_hits({"outcomes": outcomes}), "first_server_errors": storm.server_errors,
+                "race_reached": race_hits({"outcomes": outcomes}), "first_refusals": storm.refusals,
                 "models_listed_after_unregister": still_listed, "settle_s": waited,
                 "undescribed_workers": [{"pids": list(w.pids), "cmdline": w.cmdline[:300]} for w in left]}
 
