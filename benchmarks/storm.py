@@ -18,8 +18,8 @@ before or just after the unregister it aims at (both wait), on the registration 
 its first workers' start.
 
 Then every model is unregistered, and for up to ``settle`` seconds the server's processes are
-checked against the describe API (benchmarks/worker_census.py) until none is a worker that no
-model describes. The invariants: no such worker at the end, and every call answered (no reset,
+checked against the describe API (benchmarks/worker_census.py) until none has been a worker that
+no model describes for ``CONFIRM_S`` seconds in a row. The invariants: no such worker at the end, and every call answered (no reset,
 no other connection error).
 """
 
@@ -41,6 +41,7 @@ MODEL = "storm"
 PACE_S = 0.2  # a scaler or the unregisterer fires at least this often, registration or not
 JITTER_S = 0.005  # ... and within this long after the call it aims at was sent
 RESET = "reset"
+CONFIRM_S = 3.0  # the census must find no undescribed worker this long in a row
 # the answer to a call that reached the race this storm is for, on a server that has the fix: a
 # scale or registration that found the version before an unregister retired it (WorkerScaler)
 RETIRED = b"was unregistered; no worker is started"
@@ -132,14 +133,24 @@ def unregister_all(port: int, timeout: float) -> list[str]:
     return []
 
 
-def settle(srv: servers.Server, seconds: float) -> tuple[list[worker_census.Worker], float]:
-    """Polls the census until no undescribed worker is left or ``seconds`` pass: (what is left, seconds waited)."""
+def settle(srv: servers.Server, seconds: float, confirm_s: float = CONFIRM_S) -> tuple[list[worker_census.Worker], float]:
+    """Polls the census until it has found no undescribed worker for ``confirm_s`` seconds in a row
+    (a leaked worker that restarts is not missed between two of its lives), for at most ``seconds``
+    plus that: (the undescribed workers last seen, or none; seconds until the census came clean)."""
     t0 = time.monotonic()
+    clean_since: float | None = None
+    last_seen: list[worker_census.Worker] = []
     while True:
         left = worker_census.census(srv.pid, srv.management_port)
-        waited = time.monotonic() - t0
-        if not left or waited >= seconds:
-            return left, round(waited, 1)
+        now = time.monotonic()
+        if left:
+            clean_since, last_seen = None, left
+        elif clean_since is None:
+            clean_since = now
+        if clean_since is not None and now - clean_since >= confirm_s:
+            return [], round(clean_since - t0, 1)
+        if now - t0 >= seconds + confirm_s:
+            return last_seen, round(now - t0, 1)
         time.sleep(0.5)
 
 

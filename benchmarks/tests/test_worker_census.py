@@ -83,3 +83,37 @@ def test_the_storm_reports_a_leftover_worker_and_an_unanswered_call_as_problems(
     clean = {**report, "undescribed_workers": [], "outcomes": {"register": {"200": 3, "409": 4, storm.RETIRED_LABEL: 1}}}
     assert storm.problems(clean) == []  # a worker refused for a retired version is the fix at work
     assert storm.race_hits(clean) == 1 and "race reached 1 times" in storm.line({**clean, "settle_s": 0.0})
+
+
+class _Clock:
+    """time.monotonic and time.sleep for storm.settle: the clock moves only when it sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def settled(monkeypatch, censuses: list[list[Worker]], seconds: float, confirm_s: float) -> tuple[list[Worker], float]:
+    clock, polls = _Clock(), iter(censuses)
+    monkeypatch.setattr(storm.time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(storm.time, "sleep", clock.sleep)
+    monkeypatch.setattr(storm.worker_census, "census", lambda root, port: next(polls, []))
+    srv = type("Srv", (), {"pid": 1, "management_port": 2})()
+    return storm.settle(srv, seconds, confirm_s)  # type: ignore[arg-type]
+
+
+def test_settle_waits_for_stopping_workers_then_confirms_the_census_stays_clean(monkeypatch) -> None:
+    leaked = Worker((10, 20), LAUNCHER)
+    assert settled(monkeypatch, [[leaked], [leaked], []], seconds=30, confirm_s=1.0) == ([], 1.0)
+
+
+def test_settle_reports_a_worker_that_comes_back_between_two_clean_censuses(monkeypatch) -> None:
+    """A leaked worker that restarts is absent from some censuses: a clean one is not enough."""
+    leaked = Worker((10, 20), LAUNCHER)
+    flapping = [[leaked], []] * 20
+    assert settled(monkeypatch, flapping, seconds=5, confirm_s=1.0)[0] == [leaked]
