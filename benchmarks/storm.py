@@ -19,8 +19,10 @@ its first workers' start.
 
 Then every model is unregistered, and for up to ``settle`` seconds the server's processes are
 checked against the describe API (benchmarks/worker_census.py) until none has been a worker that
-no model describes for ``CONFIRM_S`` seconds in a row. The invariants: no such worker at the end, and every call answered (no reset,
-no other connection error).
+no model describes for ``CONFIRM_S`` seconds in a row. The invariants: no such worker at the end,
+every call answered (no reset, no other connection error), and no answer "Internal error" (an
+exception the management API did not expect: an unregister racing a failed registration's cleanup
+was answered 500 so).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ CONFIRM_S = 3.0  # the census must find no undescribed worker this long in a row
 # scale or registration that found the version before an unregister retired it (WorkerScaler)
 RETIRED = b"was unregistered; no worker is started"
 RETIRED_LABEL = "404 retired"
+# the management API's answer to an exception it did not expect: a bug, whatever the call
+INTERNAL = b"Internal error: "
+INTERNAL_LABEL = "internal"
 
 CALLS: dict[str, tuple[str, str]] = {
     "register": ("POST", "/models?" + urlencode({"url": "echo.mar", "model_name": MODEL, "initial_workers": 1,
@@ -85,6 +90,8 @@ class Storm:
             label, keep = str(resp.status), not resp.will_close
             if resp.status == 404 and RETIRED in body:
                 label = RETIRED_LABEL
+            elif resp.status >= 500 and INTERNAL in body:
+                label = f"{resp.status} {INTERNAL_LABEL}"
             if resp.status >= 400:
                 self.refusals.setdefault(f"{kind} {label}", body[:400].decode("utf-8", "replace"))
         except (ConnectionResetError, BrokenPipeError):
@@ -190,6 +197,10 @@ def problems(report: dict[str, Any]) -> list[str]:
                   for label, n in c.items() if not label.split()[0].isdigit()}
     if unanswered:
         out.append(f"calls without an answer: {unanswered}")
+    internal = {f"{kind}: {label}": n for kind, c in report["outcomes"].items()
+                for label, n in c.items() if label.endswith(INTERNAL_LABEL)}
+    if internal:
+        out.append(f"answers 'Internal error' (an exception the server did not expect): {internal}")
     if report["models_listed_after_unregister"]:
         out.append(f"models still listed after unregistering all: {report['models_listed_after_unregister']}")
     return out

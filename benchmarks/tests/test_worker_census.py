@@ -82,6 +82,9 @@ def test_the_storm_reports_a_leftover_worker_and_an_unanswered_call_as_problems(
     assert "register: reset" in found_problems[1]
     clean = {**report, "undescribed_workers": [], "outcomes": {"register": {"200": 3, "409": 4, storm.RETIRED_LABEL: 1}}}
     assert storm.problems(clean) == []  # a worker refused for a retired version is the fix at work
+    internal = {**clean, "outcomes": {"unregister": {"200": 3, f"500 {storm.INTERNAL_LABEL}": 1}}}
+    assert storm.problems(internal) == ["answers 'Internal error' (an exception the server did not expect): "
+                                        "{'unregister: 500 internal': 1}"]
     assert storm.race_hits(clean) == 1 and "race reached 1 times" in storm.line({**clean, "settle_s": 0.0})
 
 
