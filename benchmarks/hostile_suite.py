@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     for scenario in chosen:
         runs = []
         for i in range(args.runs):
-            report, problems, text = RUNNERS[scenario](args, Path(args.work) / f"{scenario}-{i}")
+            report, problems, text = RUNNERS[scenario](args, Path(args.work).resolve() / f"{scenario}-{i}")
             runs.append(report)
             print(f"{scenario} run {i + 1}/{args.runs}: {text}" + ("  FAIL: " + "; ".join(problems) if problems else ""),
                   flush=True)
