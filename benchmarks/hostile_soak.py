@@ -1,6 +1,6 @@
 """Hostile soak (issue 27): valid predictions mixed with every hostile class at once, then checks.
 
-    .venv/bin/python -m benchmarks.soak hostile [--duration 60] [--out .bench/hostile_soak.json]
+    .venv/bin/python -m benchmarks.soak hostile --only classes [--duration 60]   # benchmarks/hostile_suite.py
 
 Starts one tserve with ``torchserve --start`` (token auth on, two workers of an echo model built
 from benchmarks/handlers/hostile_soak_handler.py, a private TMPDIR so its pid file and sockets are
@@ -360,9 +360,8 @@ def summary(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="benchmarks.soak hostile", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The hostile classes' options (``benchmarks.soak hostile``: benchmarks/hostile_suite.py)."""
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
     ap.add_argument("--clients", type=int, default=4, help="clients sending valid predictions (default 4)")
     ap.add_argument("--pause", type=float, default=0.2, help="seconds between two probes of a hostile class (default 0.2)")
@@ -371,17 +370,3 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stop-clients", type=int, default=16,
                     help="keep-alive clients predicting while the server is stopped (default 16; issue 43)")
     ap.add_argument("--work", default=str(servers.BENCH / "hostile-soak"), help="work folder (default .bench/hostile-soak)")
-    ap.add_argument("--out", default=str(servers.BENCH / "hostile_soak.json"), help="JSON report")
-    args = ap.parse_args(argv)
-    report = soak(args)
-    report["problems"] = verdict(report)
-    report["command"] = " ".join(["python -m benchmarks.soak hostile", *(argv if argv is not None else sys.argv[1:])])
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1))
-    print(summary(report))
-    print(f"report: {args.out}")
-    return 1 if report["problems"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

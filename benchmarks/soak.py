@@ -1,7 +1,8 @@
 """Soak: tserve under steady load while its workers are SIGKILLed at random (issue 16).
 
     .venv/bin/python -m benchmarks.soak [--duration 1800] [--load 0.7] [--out .bench/soak.json]
-    .venv/bin/python -m benchmarks.soak hostile [--duration 60]    # issue 27: benchmarks/hostile_soak.py
+    .venv/bin/python -m benchmarks.soak hostile [--only classes|storm|sigterm] [--runs N]   # issues 27, 43:
+                                                 # benchmarks/hostile_suite.py
 
 Builds the benchmark's echo and mlp models (benchmarks/models.py), starts one tserve (the
 benchmark's launcher, benchmarks/servers.py) with ``--workers`` workers per model, measures the
@@ -260,10 +261,10 @@ def summary(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["hostile"]:  # issue 27's soak: hostile classes mixed with valid load
-        from benchmarks import hostile_soak
+    if argv[:1] == ["hostile"]:  # issues 27 and 43: hostile classes, the storm, SIGTERM under load
+        from benchmarks import hostile_suite
 
-        return hostile_soak.main(argv[1:])
+        return hostile_suite.main(argv[1:])
     ap = argparse.ArgumentParser(prog="benchmarks.soak", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=1800.0, help="seconds of load with kills (default 1800)")

@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from benchmarks import models, servers
 from ts.utils.free_ports import free_port, free_port_block
@@ -133,6 +134,16 @@ def one_run(work: Path, clients: int, warm_s: float, transport: str) -> Counter[
             subprocess.run([*cli, "--stop"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
 
 
+def one_report(tally: Counter[str]) -> dict[str, Any]:
+    """A run's outcomes and what broke the promise in it."""
+    return {"outcomes": dict(tally.most_common()), "problems": broken(tally)}
+
+
+def line(report: dict[str, Any]) -> str:
+    return (", ".join(f"{k} x{v}" for k, v in report["outcomes"].items())
+            + ("" if not report["problems"] else "  FAIL: " + "; ".join(report["problems"])))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks.stop_under_load", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,11 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     runs = []
     for i in range(args.runs):
-        tally = one_run(Path(args.work) / f"run{i}", args.clients, args.warm, args.transport)
-        runs.append({"outcomes": dict(tally), "problems": broken(tally)})
-        print(f"run {i + 1}/{args.runs} ({args.transport}, {args.clients} clients): "
-              + ", ".join(f"{k} x{v}" for k, v in tally.most_common())
-              + ("" if not runs[-1]["problems"] else "  FAIL: " + "; ".join(runs[-1]["problems"])), flush=True)
+        runs.append(one_report(one_run(Path(args.work) / f"run{i}", args.clients, args.warm, args.transport)))
+        print(f"run {i + 1}/{args.runs} ({args.transport}, {args.clients} clients): {line(runs[-1])}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"transport": args.transport, "clients": args.clients, "runs": runs}, indent=1))
     failed = sum(1 for r in runs if r["problems"])

@@ -15,7 +15,7 @@ from llm_support import model_dir_fixture, model_fixture, one_thread_fixture, to
 from ts.context import Context
 from ts.handler_utils.distributed.config import ModelConfigError
 from ts.llm.engine.generation import GenerationEngine
-from ts.llm.params import SamplingParams
+from ts.llm.params import LLMRequestError, SamplingParams
 from ts.torch_handler.llm_handler import LLMHandler
 from ts.torch_handler.vllm_handler import VLLMHandler
 
@@ -64,6 +64,7 @@ def fake_vllm(model, tok) -> types.ModuleType:
     class Engine:
         def __init__(self) -> None:
             self.inner = GenerationEngine(model, tok, max_batch_size=seen["args"]["max_num_seqs"])
+            self.model_config = types.SimpleNamespace(max_model_len=seen["args"].get("max_model_len", 2048))
             self.done: dict[str, _Completion] = {}
 
         @classmethod
@@ -171,3 +172,38 @@ def test_n_logprobs_and_sampling_options_map_onto_vllm(model_dir, model, tok, mo
     params = vllm.seen["params"][-1]
     assert params["n"] == 2 and params["logprobs"] == 1 and params["presence_penalty"] == 0.5
     assert params["min_p"] == 0.1 and params["stop_token_ids"] == [2] and params["logit_bias"] == {5: 1.0}
+
+
+@pytest.mark.parametrize("field, value", [("n", 5), ("best_of", 1000), ("n", 2**64)])
+def test_more_sequences_of_a_prompt_than_vllm_ever_schedules_is_a_400_naming_the_limit(
+        model_dir, model, tok, monkeypatch, field, value) -> None:
+    """max_num_seqs 4 (the batch size): vLLM schedules a prompt's n sequences together, so n = 5 would wait
+    forever and n = 2**64 made the handler loop making choices; both are refused while parsing, as by llm_handler."""
+    vllm = fake_vllm(model, tok)
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    v = VLLMHandler()
+    v.initialize(context(model_dir, {}))
+    with pytest.raises(LLMRequestError) as err:
+        v.add_request("bad", json.dumps({"prompt": "Hello", "max_tokens": 2, field: value}).encode(),
+                      {"x-tserve-openai": "completions"})
+    assert err.value.status == 400 and err.value.param == "n", err.value.message
+    assert "max_num_seqs = 4" in err.value.message and "never be scheduled" in err.value.message
+    assert "params" not in vllm.seen  # nothing reached vLLM
+    # several prompts of n <= max_num_seqs each are queued apart by vLLM: served
+    got = json.loads(run(v, {"ok": {"prompt": ["Hello"] * 3, "max_tokens": 2, "n": 4}},
+                         {"x-tserve-openai": "completions"})["ok"])
+    assert len(got["choices"]) == 12
+
+
+def test_a_prompt_text_too_long_for_max_model_len_is_refused_before_tokenizing(model_dir, model, tok,
+                                                                               monkeypatch) -> None:
+    vllm = fake_vllm(model, tok)
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    v = VLLMHandler()
+    v.initialize(context(model_dir, {"vllm_engine_config": {"max_model_len": 64}}))
+    longest = max(len(t) for t in tok.get_vocab())
+    with pytest.raises(LLMRequestError) as err:
+        v.add_request("bad", json.dumps({"prompt": "a" * (64 * longest + 1), "max_new_tokens": 2}).encode(), {})
+    assert err.value.status == 400 and err.value.param == "prompt", err.value.message
+    assert err.value.code == "context_length_exceeded" and f"at most {64 * longest}" in err.value.message
+    assert "params" not in vllm.seen  # nothing reached vLLM

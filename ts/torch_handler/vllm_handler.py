@@ -19,8 +19,8 @@ from typing import Any
 from ts.context import Context
 from ts.handler_utils.distributed.config import ModelConfigError, section
 from ts.llm.api.forms import parse_request
-from ts.llm.api.request import LLMEvent, LLMRequest
-from ts.llm.handler.settings import DEFAULT_MAX_NEW_TOKENS, find_model_dir
+from ts.llm.api.request import LLMEvent, LLMRequest, RequestLimits
+from ts.llm.handler.settings import DEFAULT_MAX_NEW_TOKENS, find_model_dir, max_prompt_chars
 from ts.llm.params import VLLM_SETTINGS, LLMRequestError, SequenceUpdate, TokenLogprob
 from ts.torch_handler.base_handler import BaseHandler
 
@@ -29,6 +29,16 @@ logger = logging.getLogger(__name__)
 MISSING_VLLM = ("vllm_handler needs vLLM, which is not installed in this worker's Python: `pip install vllm` "
                 "on a machine with a CUDA GPU, or serve the model with handler llm_handler (tserve's own "
                 "continuous-batching engine for Hugging Face models, CPU or GPU)")
+
+
+def request_limits(engine: Any, tokenizer: Any, max_num_seqs: int) -> RequestLimits:
+    """What vLLM can ever schedule, checked while a request is parsed as llm_handler does
+    (``RequestLimits``): a prompt text too long for ``max_model_len`` tokens, and more sequences
+    of one prompt (n / best_of) than ``max_num_seqs``, which vLLM schedules together and would
+    otherwise wait for forever. vLLM queues a request's prompts apart: the limit is per prompt."""
+    max_len = getattr(getattr(engine, "model_config", None), "max_model_len", None)
+    return RequestLimits(max_prompt_chars(tokenizer, int(max_len)) if max_len else None, max_num_seqs,
+                         f"vllm_engine_config.max_num_seqs = {max_num_seqs} sequences per prompt", per_prompt=True)
 
 
 def import_vllm() -> Any:
@@ -50,6 +60,7 @@ class VLLMHandler(BaseHandler):
         self._requests: dict[str, LLMRequest] = {}
         self._groups: dict[str, tuple[str, list[str]]] = {}  # vLLM request id -> (our request, its sequences)
         self._sent: dict[str, tuple[int, int]] = {}  # sequence -> (characters, tokens) already reported
+        self._limits = RequestLimits()  # what vLLM can ever schedule, checked while parsing
 
     def initialize(self, context: Context) -> None:
         vllm = self._vllm = import_vllm()
@@ -61,6 +72,7 @@ class VLLMHandler(BaseHandler):
         engine_cfg.setdefault("max_num_seqs", int(context.system_properties.get("batch_size") or 1))
         self.engine = vllm.LLMEngine.from_engine_args(vllm.EngineArgs(model=path, **engine_cfg))
         self.tokenizer = self.engine.get_tokenizer()
+        self._limits = request_limits(self.engine, self.tokenizer, int(engine_cfg["max_num_seqs"]))
         self.model_name = context.model_name
         self.initialized = True
         logger.info("vLLM %s: %s with %s", context.model_name, path, engine_cfg)
@@ -77,7 +89,7 @@ class VLLMHandler(BaseHandler):
 
     def add_request(self, request_id: str, body: bytes | str | dict[str, Any] | None, headers: dict[str, str]) -> None:
         req = parse_request(request_id, body, headers, tokenizer=self.tokenizer, model_name=self.model_name,
-                               default_max_new_tokens=self.max_new_tokens)
+                               default_max_new_tokens=self.max_new_tokens, limits=self._limits)
         added: list[str] = []
         try:
             for seq_id, ids, forks in req.groups():  # one vLLM request per prompt, its n sequences in it

@@ -49,11 +49,13 @@ class RequestLimits:
     """What the serving engine can ever take, checked while parsing (before a giant request costs
     the worker anything): ``max_prompt_chars``, a prompt text's characters (a longer one cannot
     fit the context: refused untokenized); ``max_sequences``, the sequences of one request
-    (prompts x best_of), named by ``sequences_limit`` in the error. None: unchecked."""
+    (prompts x best_of), named by ``sequences_limit`` in the error, or with ``per_prompt`` those
+    of each of its prompts (an engine that queues a request's prompts apart: vLLM). None: unchecked."""
 
     max_prompt_chars: int | None = None
     max_sequences: int | None = None
     sequences_limit: str = ""
+    per_prompt: bool = False
 
 
 # ---------------------------------------------------------------------- one request
@@ -143,12 +145,13 @@ class LLMRequest:
         """More sequences than the engine ever holds can never be scheduled: a 400 (not a 503 the
         client retries forever), before a choice is made for each."""
         most = self.limits.max_sequences
-        sequences = len(self.prompts) * self.best_of
+        prompts = 1 if self.limits.per_prompt else len(self.prompts)
+        sequences = prompts * self.best_of
         if most is not None and sequences > most:
-            param = "prompt" if len(self.prompts) > 1 else "n"
-            raise bad(param, f"{sequences} sequences ({len(self.prompts)} prompts x n / best_of {self.best_of}) can "
-                      f"never be scheduled: the engine holds at most {self.limits.sequences_limit or most}: ask for "
-                      "fewer")
+            param = "prompt" if prompts > 1 else "n"
+            what = f"{prompts} prompts x n / best_of {self.best_of}" if prompts > 1 else f"n / best_of {self.best_of}"
+            raise bad(param, f"{sequences} sequences ({what}) can never be scheduled: the engine holds at most "
+                      f"{self.limits.sequences_limit or most}: ask for fewer")
 
     def _make_choices(self) -> None:
         for p in range(len(self.prompts)):

@@ -3,9 +3,12 @@ package org.tserve.archive;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.util.Comparator;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -203,21 +206,47 @@ public final class ModelArchive {
         }
     }
 
-    /** Deletes a directory tree without following links out of it. */
+    /**
+     * Deletes a directory tree without following links out of it. Another delete of the same tree
+     * may run at once (an unregister and the failed synchronous registration of the same version
+     * both retire it): what it removed first is skipped, never an error.
+     */
     public static void deleteTree(Path dir) {
         if (dir == null || !Files.exists(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
             return;
         }
-        try (Stream<Path> s = Files.walk(dir)) {
-            s.sorted(Comparator.reverseOrder()).forEach(p -> {
-                try {
-                    Files.deleteIfExists(p);
-                } catch (IOException e) {
-                    LOG.debug("cannot delete " + p + ": " + e.getMessage());
+        try {
+            Files.walkFileTree(dir, new SimpleFileVisitor<>() {
+                @Override
+                public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) {
+                    deleteOne(file);
+                    return FileVisitResult.CONTINUE;
+                }
+
+                @Override
+                public FileVisitResult visitFileFailed(Path file, IOException e) {
+                    if (!(e instanceof NoSuchFileException)) {
+                        LOG.debug("cannot read " + file + ": " + e.getMessage());
+                    }
+                    return FileVisitResult.CONTINUE;
+                }
+
+                @Override
+                public FileVisitResult postVisitDirectory(Path d, IOException e) {
+                    deleteOne(d);
+                    return FileVisitResult.CONTINUE;
                 }
             });
         } catch (IOException e) {
             LOG.warn("Cannot delete " + dir + ": " + e.getMessage());
+        }
+    }
+
+    private static void deleteOne(Path p) {
+        try {
+            Files.deleteIfExists(p);
+        } catch (IOException e) {
+            LOG.debug("cannot delete " + p + ": " + e.getMessage());
         }
     }
 }
