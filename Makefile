@@ -109,7 +109,7 @@ test: install lint typecheck test-java test-python docs
 # `make test` stays what CI runs.
 test-quick: install lint typecheck
 	@echo "== Unit tests (not slow)"
-	@HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -q -m "not slow" test/unit benchmarks/tests
+	@HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -q -m "not slow" test/unit benchmarks/tests
 
 test-java: | apt
 	@echo "== Java tests"
@@ -132,7 +132,7 @@ PYTEST_WORKERS ?= 2
 test-python: install
 	@echo "== Python tests"
 	@rm -f .coverage .coverage.*
-	@HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --cov --cov-report=term:skip-covered \
+	@HF_HUB_OFFLINE=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --cov --cov-report=term:skip-covered \
 	  --cov-fail-under=$(PY_COVERAGE_FLOOR) -q --durations=20
 
 bench: install

@@ -19,9 +19,6 @@ from collections.abc import Iterator
 
 import pytest
 
-# the longest modules first, so that xdist's workers end together (test/support/longest_first.py)
-pytest_plugins = ["longest_first"]
-
 _PRIVATE_TMP = pytest.StashKey[tuple[str, str | None]]()
 
 
