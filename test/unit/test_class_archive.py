@@ -43,8 +43,7 @@ def test_the_users_own_class_sharing_options_win(jar_and_archive: tuple[Path, Pa
 
 @pytest.mark.slow
 def test_the_training_run_writes_an_archive_the_jvm_maps(tmp_path: Path) -> None:
-    if not java.frontend_jar().is_file():
-        pytest.skip("no frontend jar (make install builds it)")
+    assert java.frontend_jar().is_file(), "no frontend jar: make install builds it"
     jsa = class_archive.build(tmp_path / "frontend.jsa")
     # -Xshare:on fails the start when the archive cannot be mapped; the class log says where each class came from
     out = subprocess.run([java.find_java(), "-Xshare:on", f"-XX:SharedArchiveFile={jsa}", "-Xlog:class+load=info",
