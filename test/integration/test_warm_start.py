@@ -46,7 +46,7 @@ def worker_pids(server: harness.Server, model: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def server(store: Path):
-    with harness.Server(store, env={"PROBE_VAR": "from-the-server"}) as s:
+    with harness.Server(store, {"warm_start_preload": "torch"}, env={"PROBE_VAR": "from-the-server"}) as s:
         r = s.register("probe.mar", initial_workers=2, synchronous="true")
         assert r.status_code == 200, r.text
         yield s
@@ -166,7 +166,7 @@ def _launch_with_the_cli(tmp_path: Path, store: Path) -> tuple[dict, Path, str]:
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "LOG_LOCATION": str(tmp_path / "logs")}
     env.pop("TS_CONFIG_FILE", None)
-    config = harness.server_config(store)
+    config = {**harness.server_config(store), "warm_start_preload": "torch"}
     path = harness.write_config(tmp_path / "config.properties", config)
     started = run_cli(["--start", "--ts-config", str(path), "--model-store", str(store), "--ncs",
                        "--models", "probe=probe.mar"], env, tmp_path)
@@ -213,3 +213,12 @@ def test_the_launchers_zygote_exits_with_a_killed_frontend(store: Path, tmp_path
     psutil.wait_procs(workers, timeout=15)
     harness.wait_for(lambda: not list(tmp.glob("tsz-*")), 10, what="the zygote removed its socket folder")
     run_cli(["--stop"], env, tmp_path)
+
+
+def test_an_empty_preload_still_forks_workers_without_importing_torch(store: Path) -> None:
+    with harness.Server(store, {"warm_start_preload": ""}) as s:
+        r = s.register("probe.mar", initial_workers=1, synchronous="true")
+        assert r.status_code == 200, r.text
+        got = probe(s)
+        assert got["warm"] == "1" and got["ppid"] == zygote_of(s).pid
+        assert not got["torchImported"], "nothing was preloaded, and the probe handler needs no torch"

@@ -28,7 +28,10 @@ from pathlib import Path
 import harness
 
 FENCE = re.compile(r"^```([A-Za-z]*)[^\n]*\n(.*?)^```", re.S | re.M)
-ILLUSTRATIVE = re.compile(r"<!--\s*illustrative\b[^>]*-->[ \t]*\n$")
+ILLUSTRATIVE = re.compile(r"<!--\s*illustrative\b:?\s*([^>]*?)\s*-->[ \t]*\n$")
+# An illustrative block whose reason is "run by PAGE, PAGE" (paths from its page's folder) shows commands
+# those pages run: test_doc_blocks checks each of its command lines is one of theirs.
+RUN_BY = re.compile(r"^run by ([^()]+?)(?:\s*\(|$)")
 SHELL = ("bash", "sh", "shell", "console")
 PYTHON = ("python", "py")
 NOT_LINKED = {".git", ".venv", "model_store", "workflow_store", "logs", "demo", "build", "dist", "key_file.json", ".pytest_cache",
@@ -46,7 +49,7 @@ EXECUTED_PAGES = {
     "examples/llm/README.md": "test/integration/test_doc_commands.py::test_llm_example_page",
     "examples/pipeline/README.md": "test/integration/test_doc_commands.py::test_pipeline_example_page",
     **{f"examples/large_models/{page}": "test/integration/test_doc_commands.py::test_large_model_pages"
-       for page in ("README.md", "tp/README.md", "pippy/README.md", "accelerate/README.md", "deepspeed/README.md")},
+       for page in ("tp/README.md", "pippy/README.md", "accelerate/README.md", "deepspeed/README.md")},
 }
 
 
@@ -56,6 +59,7 @@ class Block:
     text: str
     line: int            # of the opening fence, 1-based
     illustrative: bool
+    reason: str = ""     # the illustrative mark's text
 
     @property
     def runnable(self) -> bool:
@@ -65,8 +69,25 @@ class Block:
 def page_blocks(page: Path) -> list[Block]:
     """Every fenced block of the page, in order."""
     source = page.read_text()
-    return [Block(m.group(1), m.group(2), source.count("\n", 0, m.start()) + 1, bool(ILLUSTRATIVE.search(source[: m.start()])))
-            for m in FENCE.finditer(source)]
+    found = []
+    for m in FENCE.finditer(source):
+        mark = ILLUSTRATIVE.search(source[: m.start()])
+        found.append(Block(m.group(1), m.group(2), source.count("\n", 0, m.start()) + 1, bool(mark), mark.group(1) if mark else ""))
+    return found
+
+
+def command_lines(text: str) -> list[str]:
+    """A shell block's commands, one per line: continuations joined, comments and blank lines left out,
+    spaces squeezed."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    lines = (re.sub(r"(^|\s)#.*$", "", line) for line in joined.splitlines())
+    return [" ".join(line.split()) for line in lines if line.strip()]
+
+
+def run_by(page: Path, block: Block) -> list[Path]:
+    """The pages an illustrative block says run its commands ("run by a.md, b.md"), or []."""
+    m = RUN_BY.match(block.reason)
+    return [page.parent / name.strip() for name in m.group(1).split(",")] if m else []
 
 
 def doc_pages(repo: Path = harness.REPO) -> list[Path]:

@@ -149,6 +149,10 @@ def server_config(model_store: Path, *, token_auth: bool = False, model_api: boo
         "disable_token_authorization": "false" if token_auth else "true",
         "enable_model_api": "true" if model_api else "false",
         "default_workers_per_model": 1,
+        # Most test models are echo handlers that never import torch: a zygote importing it would
+        # cost each server ~2 CPU-seconds for nothing. Workers are still forked from the zygote (the
+        # default path); torch handlers import torch after the fork. test_warm_start asks for torch.
+        "warm_start_preload": "",
     }
 
 

@@ -43,6 +43,33 @@ def test_each_registered_page_exists_and_its_test_does() -> None:
         assert any(b.runnable for b in doc_commands.page_blocks(REPO / page)), f"{page} has nothing to run"
 
 
+def test_a_block_run_by_other_pages_shows_only_commands_they_run() -> None:
+    checked, strays = 0, []
+    for page in doc_commands.doc_pages():
+        for block in doc_commands.page_blocks(page):
+            pages = doc_commands.run_by(page, block)
+            if not pages:
+                continue
+            for other in pages:
+                assert str(other.relative_to(REPO)) in doc_commands.EXECUTED_PAGES, f"{where(page, block)}: {other} runs on no test"
+            theirs = {line for other in pages for language, text in doc_commands.blocks(other) for line in doc_commands.command_lines(text)}
+            strays += [f"{where(page, block)}: {line}" for line in doc_commands.command_lines(block.text) if line not in theirs]
+            checked += 1
+    assert checked >= 3, "the large-model overview's blocks are run by its example pages"
+    assert not strays, f"commands no page named in 'run by' runs (run them there, or mark the block otherwise): {strays}"
+
+
+def test_a_run_by_mark_names_pages_relative_to_its_own(tmp_path: Path) -> None:
+    page = tmp_path / "sub" / "page.md"
+    page.parent.mkdir()
+    page.write_text("<!-- illustrative: run by a/README.md, b.md (why) -->\n```bash\necho 1 # x\n```\n"
+                    "<!-- illustrative: a cluster -->\n```bash\nkubectl get pods\n```\n")
+    first, second = doc_commands.page_blocks(page)
+    assert doc_commands.run_by(page, first) == [page.parent / "a/README.md", page.parent / "b.md"]
+    assert doc_commands.run_by(page, second) == [] and second.reason == "a cluster"
+    assert doc_commands.command_lines(first.text) == ["echo 1"]
+
+
 def test_an_illustrative_mark_counts_only_for_the_fence_right_below_it(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("<!-- illustrative: a cluster -->\n```bash\nkubectl get pods\n```\n\n<!-- illustrative -->\n\n"

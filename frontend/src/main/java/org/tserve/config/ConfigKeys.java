@@ -174,7 +174,7 @@ public final class ConfigKeys {
         k("max_download_size", Type.LONG, "10737418240", "Bytes an archive fetched over http(s) may have");
         k("warm_worker_start", Type.BOOL, "true",
                 "Fork plain workers from a zygote that imported warm_start_preload once");
-        k("warm_start_preload", Type.STRING, "torch", "Modules the warm-start zygote imports (comma list)");
+        k("warm_start_preload", Type.STRING, "torch", "Modules the warm-start zygote imports (comma list; empty: none, workers still fork)");
         // what extracting one archive may produce (0 = no limit); see docs/reliability.md
         k("max_archive_extracted_size", Type.LONG, "68719476736",
                 "Bytes unpacking one archive may produce", NO_LIMIT_IF_ZERO);
