@@ -33,6 +33,9 @@ WORK_ROOT: Path | None = None
 SOAK = os.environ.get("TSERVE_SOAK") == "1"
 
 
+TEST_JIT = ("-XX:TieredStopAtLevel=1",)
+
+
 def soak(full: Any, reduced: Any) -> Any:
     """The size of a soak-like case: `full` with TSERVE_SOAK=1, else `reduced` (what CI runs)."""
     return full if SOAK else reduced
@@ -201,7 +204,10 @@ class Server:
         self.env = env or {}
         self.start_timeout = start_timeout
         self.log_config = log_config
-        self.vmargs = vmargs  # JVM options instead of the launcher's defaults (e.g. a small -Xmx)
+        # JVM options instead of the launcher's defaults (e.g. a small -Xmx). By default the launcher's
+        # plus C1 only: a test server lives seconds, where C2's compiles cost more CPU than they win back
+        # (1 500 echo requests: 6-7 -> 3.2-3.8 JVM CPU-seconds); what the server does is the same.
+        self.vmargs = vmargs if vmargs is not None else [*model_server.DEFAULT_VMARGS, *TEST_JIT]
         # False: start without -f, as `torchserve --start` without --ts-config (the latest config
         # snapshot in logs/config wins, else the work directory's config.properties)
         self.use_ts_config = use_ts_config

@@ -55,7 +55,7 @@ def test_a_block_run_by_other_pages_shows_only_commands_they_run() -> None:
             theirs = {line for other in pages for language, text in doc_commands.blocks(other) for line in doc_commands.command_lines(text)}
             strays += [f"{where(page, block)}: {line}" for line in doc_commands.command_lines(block.text) if line not in theirs]
             checked += 1
-    assert checked >= 3, "the large-model overview's blocks are run by its example pages"
+    assert checked >= 4, "the large-model overview's blocks and the README's torchrun path are run by example pages"
     assert not strays, f"commands no page named in 'run by' runs (run them there, or mark the block otherwise): {strays}"
 
 
