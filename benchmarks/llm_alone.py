@@ -123,10 +123,12 @@ class EngineProcessAlone:
         self.work = [(tokenizer(p)["input_ids"], n) for p, n in work]
         self.requests = itertools.count()
 
-    def measure(self, seconds: float, clients: int, warmup_s: float = 0.5) -> dict[str, float]:
-        """Run ``clients`` clients for ``warmup_s`` then ``seconds``; the timed part's decode
-        tokens/s (each request's tokens after its first, over the time the engine process did not
-        spend prefilling) and its requests. The requests still running are then aborted."""
+    def measure(self, seconds: float, clients: int, warmup_s: float = 0.5, min_requests: int = 0,
+                deadline_s: float = 120.0) -> dict[str, float]:
+        """Run ``clients`` clients for ``warmup_s`` then ``seconds`` (longer, until ``min_requests``
+        finished in the timed part, however loaded the machine; an error past ``deadline_s``); the
+        timed part's decode tokens/s (each request's tokens after its first, over the time the engine
+        process did not spend prefilling) and its requests. The requests still running are then aborted."""
         engine = self.engine
 
         def send() -> None:
@@ -143,8 +145,10 @@ class EngineProcessAlone:
             now = time.perf_counter()
             if timed_from is None:
                 timed_from = now if now - started >= warmup_s else None
-            elif timed and now - timed_from >= seconds:  # at least one step's message timed
+            elif timed and now - timed_from >= seconds and finished >= min_requests:  # one step's message timed
                 break
+            if now - started > deadline_s:
+                raise RuntimeError(f"{finished} of {min_requests} requests finished in {deadline_s:.0f} s")
             updates = engine.step()  # every step's message since the last call (waits for one)
             refused = [u.error for u in updates if u.error is not None]
             if refused:

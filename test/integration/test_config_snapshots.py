@@ -134,8 +134,9 @@ def test_snapshots_are_bounded(store: Path, tmp_path: Path) -> None:
         for n in (1, 2, 1, 2):
             r = requests.put(f"{s.management_url}/models/echo", params={"min_worker": 0, "max_worker": n}, timeout=60)
             assert r.status_code in (200, 202), r.text
-        # the writer prunes right after the rename: wait for both
-        harness.wait_for(lambda: latest_with(workdir, lambda m: m["models"]["echo"]["1.0"]["maxWorkers"] == 2)
+        # snapshots are written after the answer, and the writer prunes right after the rename: wait for
+        # both (until then the latest may still be the startup snapshot, without the model)
+        harness.wait_for(lambda: latest_with(workdir, lambda m: m["models"].get("echo", {}).get("1.0", {}).get("maxWorkers") == 2)
                          and len(snapshots(workdir)) == 3, 30, interval=0.1,
                          what="the snapshot of the last scale, the older ones pruned to 3")
     assert len(snapshots(workdir)) == 3 and snapshots(workdir)[-1].name.endswith("-shutdown.cfg")
