@@ -10,7 +10,8 @@ the script leaves running is stopped when it exits.
 
 A block a test must not run (it needs a cluster, a container engine, a GPU or another machine, runs a
 benchmark of minutes, or is a fragment of a file) is marked on the line just above its fence:
-`<!-- illustrative: why -->` (invisible on GitHub and in the docs site). Every shell and Python block of
+`<!-- illustrative: why -->` (invisible on GitHub and in the docs site); `<!-- illustrative: run by PAGE -->`
+marks a block that shows commands another executed page runs (each line must be one of them). Every shell and Python block of
 README.md, docs/ and examples/ is either marked so or on a page of EXECUTED_PAGES, whose test runs it;
 test/unit/test_doc_blocks.py checks that, and that every fence names its language (`text` for output).
 `python test/support/doc_commands.py` prints the counts.

@@ -33,9 +33,6 @@ WORK_ROOT: Path | None = None
 SOAK = os.environ.get("TSERVE_SOAK") == "1"
 
 
-TEST_JIT = ("-XX:TieredStopAtLevel=1",)
-
-
 def soak(full: Any, reduced: Any) -> Any:
     """The size of a soak-like case: `full` with TSERVE_SOAK=1, else `reduced` (what CI runs)."""
     return full if SOAK else reduced
@@ -162,6 +159,10 @@ def server_config(model_store: Path, *, token_auth: bool = False, model_api: boo
 def write_config(path: Path, config: dict[str, Any]) -> Path:
     path.write_text("".join(f"{key}={value}\n" for key, value in config.items()))
     return path
+
+
+# The JIT tier of test servers (see Server.vmargs).
+TEST_JIT = ("-XX:TieredStopAtLevel=1",)
 
 
 class Server:
