@@ -71,7 +71,7 @@ setup(
     packages=find_packages(include=["ts", "ts.*"])
     + find_packages("model-archiver", include=["model_archiver", "model_archiver.*", "workflow_archiver", "workflow_archiver.*"]),
     package_dir={"model_archiver": "model-archiver/model_archiver", "workflow_archiver": "model-archiver/workflow_archiver"},
-    package_data={"ts": ["version.txt", "frontend/*.jar", "configs/*.yaml", "configs/*.properties", "llm/engine/paged/*.c"]},
+    package_data={"ts": ["version.txt", "frontend/*.jar", "configs/*.yaml", "configs/*.properties", "llm/engine/paged/*.c", "llm/engine/fastpath/*.c"]},
     include_package_data=True,
     cmdclass={"build_py": BuildFrontend},
 )

@@ -1,14 +1,16 @@
 """The realistic model's linear layers (hidden 1024, 16 heads of 64 with 8 KV heads, intermediate
-2816) three ways, at a decode step's rows (1, 32) and a mixed step's (544: 32 decode rows and 512
+2816) several ways, at a decode step's rows (1, 32) and a mixed step's (544: 32 decode rows and 512
 prompt tokens), one thread:
 
 * ``F.linear`` on the model's weights (what the fast forward ran);
 * float32: MKL's packed GEMM (``torch.ops.mkl._mkl_linear`` on a weight packed once with
   ``_mkl_reorder_linear_weight``; the same bits as ``F.linear``), what ``ts/llm/fastpath/prepack.py``
   uses with ``TS_PREPACK_LINEAR=all``;
-* bfloat16: torch's bfloat16 GEMM, against widening to float32 for the matmul (a float32 copy of
-  the weights; the output rounded to bfloat16 once): on a CPU without AVX512-BF16/AMX/AVX-NE-CONVERT
-  oneDNN has no bfloat16 kernel and the bfloat16 GEMM is emulated.
+* bfloat16: torch's bfloat16 GEMM, against ``prepack.py``'s form for this CPU -- on one without
+  AVX512-BF16/AMX/AVX-NE-CONVERT oneDNN has no bfloat16 kernel and the bfloat16 GEMM is emulated;
+  there, the rows widened to float32 and multiplied by a float32 copy of the weights (the output
+  rounded to bfloat16 once; the form without a C compiler) and the native kernel reading the
+  bfloat16 weights in place (``native_linear.py``, here at every row count, whatever its limit).
 
     .venv/bin/python -m benchmarks.linear_prepack [--rounds 3] [--repeats 5]
 
@@ -27,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.procstat import median_thread_cpu_ms
+from ts.llm.engine.fastpath.native_linear import bfloat16_linear
 from ts.llm.engine.fastpath.prepack import PackedLinear, native_bfloat16
 
 # (out, in) of one layer's fused q/k/v, o, fused gate/up, down
@@ -37,7 +40,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--rows", default="1,8,32,544")
+    ap.add_argument("--rows", default="1,8,32,64,128,544")
     args = ap.parse_args()
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(0)
@@ -47,23 +50,40 @@ def main() -> None:
     for dtype in (torch.float32, torch.bfloat16):
         ws = [w.to(dtype) for w in weights]
         packed = [PackedLinear(w, None, pack_float32=True) for w in ws]
+        forms: dict[str, list[Callable[[torch.Tensor], torch.Tensor]]] = {
+            "F.linear": [lambda x, w=w: F.linear(x, w) for w in ws], "prepacked": list(packed)}
+        if dtype == torch.bfloat16 and not native_bfloat16():
+            forms = {"F.linear": forms["F.linear"], "float32 copy": [widened(w) for w in ws]}
+            natives = [bfloat16_linear(w, None) for w in ws]
+            if all(n is not None for n in natives):
+                for n in natives:
+                    n.max_rows = 1 << 30
+                forms["native"] = natives
         for rows in (int(r) for r in args.rows.split(",")):
             xs = [torch.randn(rows, w.shape[1], generator=gen).to(dtype) for w in ws]
-            for w, p, x in zip(ws, packed, xs, strict=True):  # same answer, within bfloat16's rounding
-                tol = {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 1.6e-2}
-                torch.testing.assert_close(p(x), F.linear(x, w), **tol)
-            ways: dict[str, Callable[[], object]] = {
-                "F.linear": lambda xs=xs, ws=ws: [F.linear(x, w) for x, w in zip(xs, ws, strict=True)],
-                "prepacked": lambda xs=xs, packed=packed: [p(x) for x, p in zip(xs, packed, strict=True)]}
+            tol = {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 1.6e-2}
+            for fs in forms.values():  # the same answer, within bfloat16's rounding
+                for f, w, x in zip(fs, ws, xs, strict=True):
+                    torch.testing.assert_close(f(x), F.linear(x, w), **tol)
+            ways = {name: (lambda fs=fs, xs=xs: [f(x) for f, x in zip(fs, xs, strict=True)])
+                    for name, fs in forms.items()}
             cells: dict[str, list[float]] = {k: [] for k in ways}
             for r in range(args.rounds):
                 order = list(ways) if r % 2 == 0 else list(ways)[::-1]
                 for name in order + order[::-1]:
                     cells[name].append(median_thread_cpu_ms(ways[name], args.repeats))
-            a, b = statistics.median(cells["F.linear"]), statistics.median(cells["prepacked"])
-            print(f"  {str(dtype).removeprefix('torch.'):9s} rows {rows:4d}: F.linear {a:8.2f}  prepacked "
-                  f"{b:8.2f}  ({packed[0].how})  speed-up {a / b:.2f}x", flush=True)
+            base = statistics.median(cells["F.linear"])
+            line = "  ".join(f"{name} {statistics.median(c):8.2f} ({base / statistics.median(c):.2f}x)"
+                             for name, c in cells.items())
+            print(f"  {str(dtype).removeprefix('torch.'):9s} rows {rows:4d}: {line}", flush=True)
+        if dtype == torch.float32:
+            print(f"  (float32 prepacked: {packed[0].how})")
 
+
+def widened(w: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The rows widened to float32 against a float32 copy of ``w``, rounded once."""
+    w32 = w.float()
+    return lambda x: F.linear(x.float(), w32).to(torch.bfloat16)
 
 if __name__ == "__main__":
     main()

@@ -129,7 +129,8 @@ def test_wheel_ships_the_jar_and_the_console_scripts(dist: dict[str, object]) ->
     with zipfile.ZipFile(dist["wheel"]) as wheel:
         jar = wheel.getinfo("ts/frontend/tserve-frontend.jar")
         assert jar.file_size > 1_000_000
-        assert wheel.getinfo("ts/llm/engine/paged/paged_decode.c").file_size > 0  # native.py builds it where it serves
+        assert wheel.getinfo("ts/llm/engine/paged/paged_decode.c").file_size > 0  # native.py builds them where it serves
+        assert wheel.getinfo("ts/llm/engine/fastpath/linear_bf16.c").file_size > 0
         entry_points = next(n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt"))
         text = wheel.read(entry_points).decode()
         with zipfile.ZipFile(wheel.open(jar)) as fat:

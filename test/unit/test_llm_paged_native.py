@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from ts.llm.engine import native as builder
 from ts.llm.engine.paged import native
 
 
@@ -150,33 +151,33 @@ def test_only_a_cpu_float32_or_bfloat16_pool_and_the_switch_off(monkeypatch):
 def fresh_fixture(tmp_path, monkeypatch):
     """An empty kernel cache and nothing loaded yet in this process."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setattr(builder, "_loaded", {})
     return tmp_path / "tserve" / "kernels"
 
 
 def test_built_once_then_loaded_from_the_cache(fresh, monkeypatch, caplog):
-    caplog.set_level(logging.INFO, logger=native.__name__)
+    caplog.set_level(logging.INFO, logger=builder.__name__)
     assert native.decode_kernel(torch.device("cpu"), torch.float32) is not None
     built = list(fresh.glob("paged_decode-*.so"))
     assert len(built) == 1 and "built the native kernel" in caplog.text
     assert not [p for p in fresh.iterdir() if p not in built]  # no temporary file left behind
 
-    def no_build(cc, path):
+    def no_build(cc, kernel, path):
         raise AssertionError("built again")
 
-    monkeypatch.setattr(native, "_build", no_build)
-    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setattr(builder, "_build", no_build)
+    monkeypatch.setattr(builder, "_loaded", {})
     kernel = native.decode_kernel(torch.device("cpu"), torch.float32)
     assert kernel is not None and kernel.path == built[0]
 
 
 def test_no_compiler_or_a_failing_one_falls_back_with_one_line(fresh, monkeypatch, caplog):
-    caplog.set_level(logging.INFO, logger=native.__name__)
+    caplog.set_level(logging.INFO, logger=builder.__name__)
     monkeypatch.setenv("CC", "no-such-compiler-here")
     assert native.decode_kernel(torch.device("cpu"), torch.float32) is None
     assert "no C compiler (no-such-compiler-here) found" in caplog.text
     caplog.clear()
-    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setattr(builder, "_loaded", {})
     monkeypatch.setenv("CC", "false")  # a compiler that fails
     assert native.decode_kernel(torch.device("cpu"), torch.float32) is None
     [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -192,7 +193,7 @@ def test_a_compiler_without_openmp_builds_it_serially(fresh, tmp_path, monkeypat
                   f'done\nexec {shutil.which("cc")} "$@"\n')
     cc.chmod(0o755)
     monkeypatch.setenv("CC", str(cc))
-    caplog.set_level(logging.INFO, logger=native.__name__)
+    caplog.set_level(logging.INFO, logger=builder.__name__)
     kernel = native.decode_kernel(torch.device("cpu"), torch.float32)
     assert kernel is not None and "one thread: the compiler has no OpenMP" in caplog.text
     q, keys = torch.randn(1, 2, 8), torch.randn(1, 4, 1, 8)

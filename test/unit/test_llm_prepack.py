@@ -1,6 +1,7 @@
 """Linear weights prepared once for the CPU's GEMM (ts/llm/fastpath/prepack.py): each form gives
 ``F.linear``'s answer -- float32 the same bits, bfloat16 within bfloat16's rounding (widened to
-float32 on a CPU without a bfloat16 GEMM, oneDNN's reordered weight on one with it) -- at a
+float32 on a CPU without a bfloat16 GEMM or the native kernel, read in place by the native kernel,
+oneDNN's reordered weight on a CPU with a bfloat16 GEMM) -- at a
 decode step's rows and a prompt step's, with and without a bias; ``TS_PREPACK_LINEAR=0`` and a
 non-CPU weight keep ``F.linear``. The fast forward's tokens through it: test_llm_fastpath.py and
 test_llm_paged.py (bfloat16 models included)."""
@@ -45,13 +46,28 @@ def test_bfloat16_is_f_linear_within_bfloat16_rounding(rows, bias):
     if prepack.native_bfloat16():
         assert linear.how == "oneDNN reordered bfloat16"
     else:
-        assert linear.how.startswith("bfloat16 widened to float32")
+        assert linear.how == "bfloat16 in place, widened in registers (native kernel)"
 
 
-def test_the_widened_form_rounds_once_from_float32():
-    """Without a bfloat16 GEMM: exactly the float32 product of the bfloat16 values, rounded."""
+@pytest.mark.parametrize("rows", [1, 3, 40])
+@pytest.mark.parametrize("bias", [False, True])
+def test_without_the_native_kernel_a_float32_copy_is_multiplied(monkeypatch, rows, bias):
     if prepack.native_bfloat16():
         pytest.skip("this CPU has a bfloat16 GEMM: the oneDNN form is used (checked above)")
+    monkeypatch.setenv("TS_NATIVE_KERNELS", "0")
+    w, b = weights(torch.bfloat16, bias)
+    x = torch.randn(rows, 64, generator=torch.Generator().manual_seed(rows)).to(torch.bfloat16)
+    linear = PackedLinear(w, b)
+    assert linear.how.startswith("bfloat16 widened to float32")
+    torch.testing.assert_close(linear(x), F.linear(x, w, b), **BF16)
+
+
+def test_the_widened_form_rounds_once_from_float32(monkeypatch):
+    """Without a bfloat16 GEMM or the native kernel: exactly the float32 product of the bfloat16
+    values, rounded."""
+    if prepack.native_bfloat16():
+        pytest.skip("this CPU has a bfloat16 GEMM: the oneDNN form is used (checked above)")
+    monkeypatch.setenv("TS_NATIVE_KERNELS", "0")
     w, b = weights(torch.bfloat16, True)
     x = torch.randn(8, 64, generator=torch.Generator().manual_seed(8)).to(torch.bfloat16)
     expected = F.linear(x.float(), w.float(), b.float()).to(torch.bfloat16)

@@ -11,12 +11,12 @@ weights for oneDNN); the fast forward (``llama.py``) calls ``PackedLinear`` wher
 * bfloat16 on a CPU where oneDNN has a bfloat16 GEMM (AVX512-BW, AVX512-BF16, AMX or
   AVX-NE-CONVERT: ``torch.ops.mkldnn._is_mkldnn_bf16_supported()``): the weight reordered once
   for oneDNN (``torch.ops.mkldnn._reorder_linear_weight``) and ``_linear_pointwise``.
-* bfloat16 on a CPU without one (AVX2 only): the bfloat16 GEMM is emulated there, about 3.3x
-  the CPU of the widened form at 32 rows and 7x at 544; the rows are widened to float32, multiplied by a
-  float32 copy of the weight, and the output rounded to bfloat16 once -- bfloat16's own GEMM
-  accumulates in float32 too, so the result is the same within bfloat16's rounding. Even at one
-  row (a single sequence decoding) the float32 GEMV took less CPU than the bfloat16 one (2.5 vs
-  3.4 ms a layer), so every call is widened; the float32 copy doubles the weights' memory.
+* bfloat16 on a CPU without one (AVX2 only): torch emulates the bfloat16 GEMM there, about 3.3x
+  the CPU of float32 at 32 rows and 7x at 544. The native kernel (``native_linear.py``) reads the
+  bfloat16 weight in place and widens it in registers, float32 arithmetic and one rounding per
+  output (bfloat16's own GEMM accumulates in float32 too: the same within bfloat16's rounding).
+  Without a C compiler: the rows are widened to float32 and multiplied by a float32 copy of the
+  weight made here (twice the weights' memory), the output rounded to bfloat16 once.
 * anything else (a GPU, float16, ``TS_PREPACK_LINEAR=0``): ``F.linear``.
 """
 
@@ -26,6 +26,8 @@ import os
 
 import torch
 import torch.nn.functional as F
+
+from ts.llm.engine.fastpath.native_linear import bfloat16_linear
 
 PACK_ROWS = 32  # MKL's and oneDNN's packing hint: the rows a call usually has (any row count works)
 
@@ -69,6 +71,8 @@ class PackedLinear:
             elif weight.dtype == torch.bfloat16 and native_bfloat16():
                 self._packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
                 self._call, self.how = self._onednn, "oneDNN reordered bfloat16"
+            elif weight.dtype == torch.bfloat16 and (kernel := bfloat16_linear(weight, bias)) is not None:
+                self._call, self.how = kernel, "bfloat16 in place, widened in registers (native kernel)"
             elif weight.dtype == torch.bfloat16:
                 self._packed = weight.float()
                 self._bias32 = bias.float() if bias is not None else None
