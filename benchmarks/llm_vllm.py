@@ -255,20 +255,34 @@ def run(kinds: dict[str, ServerKind], ts_store: Path, work_dir: Path, duration_s
     return out
 
 
+def tokens_line(tokens: dict[str, Any]) -> str:
+    """``compare``'s result in words."""
+    def said(a: dict[str, Any]) -> str:
+        return (f"{a['identical']} of {a['of']} answers identical, {a['before_first_divergence']:.0%} of tokens "
+                f"before the first divergence")
+
+    own = tokens["self_consistency"]
+    return (f"Greedy tokens: tserve against vLLM {said(tokens['tserve_vs_vllm'])}; each server alone against all "
+            f"prompts at once: tserve {said(own['tserve'])}, vLLM {said(own['vllm'])}.")
+
+
 def report_lines(section: dict[str, Any] | None) -> list[str]:
     """The markdown tables of ``results["llm_vllm"]`` (report.py)."""
     if not section:
         return []
     if "skipped" in section:
         return [f"LLM beside vLLM: skipped ({section['skipped']})", ""]
+    st = section["settings"]
     lines = ["## LLM: tserve beside vLLM's CPU backend (benchmarks/llm_vllm.py)", "",
-             f"Settings: {section['settings']}.", ""]
+             f"Both servers: {st['max_seqs']} running sequences, {st['step_tokens']} tokens a step, blocks of "
+             f"{st['block_size']}, prefix caching, {st['threads']} compute thread; closed-loop streamed "
+             f"completions, {st['duration_s']:g} s a cell in halves A B B A.", ""]
     for one in section["runs"]:
         title = f"### {one['model']} {one['dtype']}"
         if "error" in one:
             lines += [title, "", f"FAILED: {' '.join(one['error'].split())[:300]}", ""]
             continue
-        lines += [title, "", f"Tokens: {one['tokens']}", "",
+        lines += [title, "", tokens_line(one["tokens"]), "",
                   "| cell | tserve tok/s | vLLM tok/s | tserve / vLLM | TTFT p99 ms tserve / vLLM | "
                   "TPOT p50 ms tserve / vLLM | tok per CPU-s tserve / vLLM |", "|---|---|---|---|---|---|---|"]
         for cell, r in one["ratios"].items():

@@ -60,13 +60,20 @@ def test_the_llm_table_has_a_row_per_engine_and_concurrency() -> None:
 
 def test_the_vllm_runs_get_the_realistic_table(tmp_path: Path) -> None:
     cell = {"tokens_per_s": 20.0, "ttft_p99_ms": 100.0, "tpot_p50_ms": 50.0, "tokens_per_cpu_s": 30.0}
-    run = {"model": "realistic", "dtype": "bfloat16", "tokens": {"identical": 1, "of": 8},
+    agree = {"identical": 1, "of": 8, "before_first_divergence": 0.529}
+    same = {"identical": 8, "of": 8, "before_first_divergence": 1.0}
+    tokens = {"tserve_vs_vllm": agree, "self_consistency": {"tserve": same, "vllm": same}}
+    run = {"model": "realistic", "dtype": "bfloat16", "tokens": tokens,
            "servers": {"tserve": {"c8": cell}, "vllm": {"c8": {**cell, "tokens_per_s": 10.0}}},
            "ratios": {"c8": {"tokens_per_s": 2.0, "ttft_p99_ms": 1.0, "tpot_p50_ms": 1.0, "tokens_per_cpu_s": 1.0}}}
-    results = {"llm_vllm": {"settings": {"max_seqs": 32}, "runs": [run]}}
+    settings = {"max_seqs": 32, "step_tokens": 512, "block_size": 32, "threads": 1, "duration_s": 10.0}
+    results = {"llm_vllm": {"settings": settings, "runs": [run]}}
     written = {p.name: p.read_text() for p in headline.write(results, tmp_path)}
     table = written["llm_realistic.md"]
     assert "#### realistic bfloat16" in table.splitlines() and "### realistic bfloat16" not in table.splitlines()
     assert "| c8 | 20.0 | 10.0 | 2.0 |" in table
+    assert ("Greedy tokens: tserve against vLLM 1 of 8 answers identical, 53% of tokens before the first divergence; "
+            "each server alone against all prompts at once: tserve 8 of 8 answers identical") in table
+    assert "32 running sequences, 512 tokens a step, blocks of 32" in table
     skipped = headline.tables({"llm_vllm": {"skipped": "no AVX"}})["llm_realistic"]
     assert skipped[0] == "LLM beside vLLM: skipped (no AVX)"
