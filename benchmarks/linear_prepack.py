@@ -10,7 +10,7 @@ prompt tokens), one thread:
   AVX512-BF16/AMX/AVX-NE-CONVERT oneDNN has no bfloat16 kernel and the bfloat16 GEMM is emulated;
   there, the rows widened to float32 and multiplied by a float32 copy of the weights (the output
   rounded to bfloat16 once; the form without a C compiler) and the native kernel reading the
-  bfloat16 weights in place (``native_linear.py``, here at every row count, whatever its limit).
+  bfloat16 weights in place (``native_linear.py``, at every row count, whatever its limit).
 
     .venv/bin/python -m benchmarks.linear_prepack [--rounds 3] [--repeats 5]
 
@@ -57,7 +57,7 @@ def main() -> None:
             natives = [bfloat16_linear(w, None) for w in ws]
             if all(n is not None for n in natives):
                 for n in natives:
-                    n.max_rows = 1 << 30
+                    n.max_rows = None
                 forms["native"] = natives
         for rows in (int(r) for r in args.rows.split(",")):
             xs = [torch.randn(rows, w.shape[1], generator=gen).to(dtype) for w in ws]

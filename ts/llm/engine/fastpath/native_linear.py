@@ -6,11 +6,14 @@ stay bfloat16 (the model's own tensor, nothing copied) and are widened in regist
 then multiplies a float32 copy of the weight instead.
 
 The kernel computes each output in one fixed order whatever the row count (its header), so a
-sequence's logits are the same bits alone and in a batch. It takes less CPU than MKL's float32
-GEMM on a float32 copy at the row counts of decode steps (a one-row step reads half the bytes) and
-more on long prompt steps, where MKL's blocking pays: above ``native_max_rows()`` rows (the
-``TS_NATIVE_LINEAR_MAX_ROWS`` environment variable, default ``MAX_ROWS``) the weight is widened for
-that call and MKL multiplies it -- no float32 copy is kept.
+sequence's logits are the same bits alone and in a batch: greedy answers do not change with the
+load (the realistic model's 8 probe prompts, alone and all at once: 8 of 8 identical, against 1-3
+of 8 through MKL, ``benchmarks/llm_vllm.py``). It takes less CPU than MKL's float32 GEMM on a
+float32 copy at the row counts of decode steps (a one-row step reads half the bytes) and more on
+long prompt steps, where MKL's blocking pays (1.1x at 128 rows, 1.2x at 256-544,
+``benchmarks/linear_prepack.py``). ``TS_NATIVE_LINEAR_MAX_ROWS=N`` trades the invariance for
+that: a call of more than N rows widens the weight for that call and MKL multiplies it (no
+float32 copy is kept).
 """
 
 from __future__ import annotations
@@ -26,20 +29,19 @@ from ts.llm.engine import native
 
 KERNEL = native.Kernel(Path(__file__).with_name("linear_bf16.c"), ("linear_bf16",), "bfloat16 linear layers",
                        "they multiply a float32 copy of each weight (twice the weights' memory)")
-# above: MKL on the widened weight (benchmarks/linear_prepack.py, AVX2 EPYC: the native kernel
-# took less CPU up to 64 rows, 1.07x more at 128, 1.57x at 544)
-MAX_ROWS = 96
-
-
-def native_max_rows() -> int:
-    value = os.environ.get("TS_NATIVE_LINEAR_MAX_ROWS", str(MAX_ROWS))
+def native_max_rows() -> int | None:
+    """``TS_NATIVE_LINEAR_MAX_ROWS``: None (unset: every call native) or the most rows a call
+    sends through the kernel."""
+    value = os.environ.get("TS_NATIVE_LINEAR_MAX_ROWS")
+    if value is None:
+        return None
     try:
         rows = int(value)
     except ValueError:
         rows = -1
     if rows < 0:
-        raise ValueError(f"TS_NATIVE_LINEAR_MAX_ROWS={value!r}: use a whole number of rows (0: never the native "
-                         f"kernel; default {MAX_ROWS})")
+        raise ValueError(f"TS_NATIVE_LINEAR_MAX_ROWS={value!r}: use a whole number of rows (above it MKL "
+                         "multiplies the widened weight; unset: every call through the native kernel)")
     return rows
 
 
@@ -61,7 +63,7 @@ class NativeLinear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         out_features, in_features = self.weight.shape
         rows = x.numel() // in_features if in_features else 0
-        if rows > self.max_rows or x.dtype != torch.bfloat16:
+        if (self.max_rows is not None and rows > self.max_rows) or x.dtype != torch.bfloat16:
             bias = self.bias.float() if self.bias is not None else None
             return F.linear(x.float(), self.weight.float(), bias).to(x.dtype)
         flat = x.reshape(rows, in_features).contiguous()
