@@ -12,7 +12,7 @@ JAR := ts/frontend/tserve-frontend.jar
 JSA := ts/frontend/tserve-frontend.jsa
 # Java 17 and Debian's Gradle 4.4.1 build the frontend; every Java library and protoc come from Maven Central.
 # prometheus ships promtool, which test_log_formats runs over /metrics (Prometheus naming); gcc and
-# libc6-dev build the paged KV cache's native decode attention (ts/llm/engine/paged/native.py) where it serves.
+# libc6-dev build the LLM engine's native CPU kernels (ts/llm/engine/native.py) where it serves.
 APT_PACKAGES := openjdk-17-jdk-headless gradle etcd-server prometheus gcc libc6-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FRONTEND_SOURCES := $(shell find frontend/src -type f 2>/dev/null) build.gradle settings.gradle gradle.properties

@@ -17,6 +17,12 @@ BF16 = {"atol": 2e-2, "rtol": 1.6e-2}  # a few bfloat16 ulps of outputs of size 
 SHAPES = [(97, 67), (50, 600), (7, 5), (144, 1030)]
 
 
+@pytest.fixture(autouse=True, name="every_call_native")
+def every_call_native_fixture(monkeypatch):
+    """Rows past the default limit too: the kernel's own answers (the limit has its own test)."""
+    monkeypatch.setenv("TS_NATIVE_LINEAR_MAX_ROWS", "all")
+
+
 def linear_of(out_features: int, k: int, bias: bool) -> native_linear.NativeLinear:
     gen = torch.Generator().manual_seed(out_features * k)
     w = (torch.randn(out_features, k, generator=gen) * 0.1).to(torch.bfloat16)
@@ -86,7 +92,10 @@ def test_nan_and_infinity_pass_through_as_f_linear_gives_them():
 
 
 def test_rows_above_the_limit_multiply_the_widened_weight(monkeypatch):
-    assert linear_of(7, 5, False).max_rows is None  # unset: every call native
+    monkeypatch.delenv("TS_NATIVE_LINEAR_MAX_ROWS")
+    assert linear_of(7, 5, False).max_rows == native_linear.MAX_ROWS
+    monkeypatch.setenv("TS_NATIVE_LINEAR_MAX_ROWS", "all")
+    assert linear_of(7, 5, False).max_rows is None  # every call native
     monkeypatch.setenv("TS_NATIVE_LINEAR_MAX_ROWS", "4")
     linear = linear_of(97, 67, True)
     assert linear.max_rows == 4
@@ -96,10 +105,10 @@ def test_rows_above_the_limit_multiply_the_widened_weight(monkeypatch):
     torch.testing.assert_close(linear(x[:4]).double(), exact(linear, x[:4]), **BF16)
 
 
-@pytest.mark.parametrize("value", ["-1", "many", "1.5"])
+@pytest.mark.parametrize("value", ["-1", "many", "1.5", "ALL"])
 def test_a_bad_row_limit_is_refused_naming_the_variable(monkeypatch, value):
     monkeypatch.setenv("TS_NATIVE_LINEAR_MAX_ROWS", value)
-    with pytest.raises(ValueError, match=f"TS_NATIVE_LINEAR_MAX_ROWS='{value}': use a whole number of rows .above it"):
+    with pytest.raises(ValueError, match=f"TS_NATIVE_LINEAR_MAX_ROWS='{value}': use a whole number of rows .* or all"):
         linear_of(7, 5, False)
 
 

@@ -105,14 +105,14 @@ def check_attention(engine, attention):
     assert engine.forward_path.endswith(f"decode attention {'native' if attention == 'native' else 'gather + SDPA'})")
 
 
-def drive(engine, arrivals, conversations=None):
+def drive(engine, arrivals, conversations=None, logprobs=None):
     """Step until idle (arrivals[step] added before that step; ``conversations``: sequence ->
-    its stateful conversation), checking the pool every step."""
+    its stateful conversation; ``logprobs``: SamplingParams' field), checking the pool every step."""
     updates: dict[str, list] = {}
     step = 0
     while any(k >= step for k in arrivals) or engine.has_work():
         for seq_id, ids, n in arrivals.get(step, []):
-            engine.add(seq_id, ids, SamplingParams(max_new_tokens=n, ignore_eos=True))
+            engine.add(seq_id, ids, SamplingParams(max_new_tokens=n, ignore_eos=True, logprobs=logprobs))
             if seq_id in (conversations or {}):
                 engine.converse(seq_id, conversations[seq_id])
             updates[seq_id] = []
@@ -500,3 +500,32 @@ def test_handler_pins_a_stateful_sequences_blocks_until_its_end(model_dir):
     assert hit == pinned[1] * h.engine.kv.pool.block_size  # turn 2 found every block turn 1 pinned
     h.end_sequence("chat-9")
     assert h.engine.kv.pins.blocks() == 0 and h.engine.kv.pool.available == h.engine.kv.pool.num_blocks
+
+
+def test_bfloat16_answers_are_the_same_bits_alone_and_batched(tok, monkeypatch):
+    """With ``TS_NATIVE_LINEAR_MAX_ROWS=all`` the fast forward's bfloat16 linears (native_linear.py,
+    on a CPU without a bfloat16 GEMM) and decode attention (native.py) compute each row in an order
+    that does not depend on the rows beside it, and prompts attend one by one: a prompt's greedy
+    tokens, and the log-probabilities they were chosen with to the last bit, are the same served
+    alone and among others (prefill steps of 1 to ~70 rows, decode steps of 1 to 6). MKL's float32
+    GEMM on the widened weight (``TS_NATIVE_LINEAR_MAX_ROWS=0``) fails this. A wider model than
+    the module's, so a step's matmuls run several row tiles and k slices."""
+    from ts.testing.tiny_llm import build_model
+
+    from ts.llm.engine.fastpath import prepack
+
+    if prepack.native_bfloat16():
+        pytest.skip("this CPU has a bfloat16 GEMM: oneDNN's, whose rounding may depend on the rows")
+    monkeypatch.setenv("TS_NATIVE_LINEAR_MAX_ROWS", "all")
+    model = build_model(tok, seed=11, hidden_size=512, num_layers=2).to(torch.bfloat16)
+    ids = [tok(p)["input_ids"] for p in PROMPTS]
+
+    def served(arrivals):
+        engine = paged_engine(model, tok, block_size=4, max_batch_size=8, max_tokens_per_step=256)
+        assert "native kernel" in engine.runner.fast_forward.linear_form
+        return {seq: [(lp.token, lp.logprob) for u in updates for lp in u.logprobs]
+                for seq, updates in drive(engine, arrivals, logprobs=0).items()}
+
+    together = served({0: [(f"s{i}", x, 12) for i, x in enumerate(ids)]})
+    for i, x in enumerate(ids):
+        assert served({0: [(f"s{i}", x, 12)]}) == {f"s{i}": together[f"s{i}"]}, f"prompt {i}"

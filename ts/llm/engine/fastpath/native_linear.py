@@ -5,15 +5,18 @@ stay bfloat16 (the model's own tensor, nothing copied) and are widened in regist
 (``ts/llm/engine/native.py``: no compiler, a failed build, ``TS_NATIVE_KERNELS=0``); ``prepack.py``
 then multiplies a float32 copy of the weight instead.
 
-The kernel computes each output in one fixed order whatever the row count (its header), so a
-sequence's logits are the same bits alone and in a batch: greedy answers do not change with the
-load (the realistic model's 8 probe prompts, alone and all at once: 8 of 8 identical, against 1-3
-of 8 through MKL, ``benchmarks/llm_vllm.py``). It takes less CPU than MKL's float32 GEMM on a
-float32 copy at the row counts of decode steps (a one-row step reads half the bytes) and more on
-long prompt steps, where MKL's blocking pays (1.1x at 128 rows, 1.2x at 256-544,
-``benchmarks/linear_prepack.py``). ``TS_NATIVE_LINEAR_MAX_ROWS=N`` trades the invariance for
-that: a call of more than N rows widens the weight for that call and MKL multiplies it (no
-float32 copy is kept).
+The kernel takes less CPU than MKL's float32 GEMM on a float32 copy at the row counts of decode
+steps (a one-row step reads half the bytes: 1.5x at 1 row, 2x at 8, 1.3x at 32) and more on long
+prompt steps, where MKL's blocking pays (1.1x at 128 rows, 1.2x at 256-544;
+``benchmarks/linear_prepack.py``): a call of more than ``TS_NATIVE_LINEAR_MAX_ROWS`` rows
+(default ``MAX_ROWS``) widens the weight for that call and MKL multiplies it (no float32 copy is
+kept).
+
+It computes each output in one fixed order whatever the row count (its header), so with
+``TS_NATIVE_LINEAR_MAX_ROWS=all`` (every call native) a sequence's logits are the same bits alone
+and in a batch: greedy answers do not change with the load (the realistic model's 8 probe prompts
+alone and all at once: 8 of 8 identical, against 1-3 of 8 with MKL in the long prompt steps,
+``benchmarks/llm_vllm.py``), for 5-18 % fewer tokens/s where long prompts are prefilled.
 """
 
 from __future__ import annotations
@@ -29,19 +32,24 @@ from ts.llm.engine import native
 
 KERNEL = native.Kernel(Path(__file__).with_name("linear_bf16.c"), ("linear_bf16",), "bfloat16 linear layers",
                        "they multiply a float32 copy of each weight (twice the weights' memory)")
+# above: MKL on the widened weight (benchmarks/linear_prepack.py, AVX2 EPYC: the native kernel took
+# less CPU up to 64 rows, 1.05x more at 96, 1.1x at 128)
+MAX_ROWS = 96
+
+
 def native_max_rows() -> int | None:
-    """``TS_NATIVE_LINEAR_MAX_ROWS``: None (unset: every call native) or the most rows a call
-    sends through the kernel."""
-    value = os.environ.get("TS_NATIVE_LINEAR_MAX_ROWS")
-    if value is None:
+    """``TS_NATIVE_LINEAR_MAX_ROWS``: the most rows a call sends through the kernel (default
+    ``MAX_ROWS``), or None for ``all``."""
+    value = os.environ.get("TS_NATIVE_LINEAR_MAX_ROWS", str(MAX_ROWS))
+    if value == "all":
         return None
     try:
         rows = int(value)
     except ValueError:
         rows = -1
     if rows < 0:
-        raise ValueError(f"TS_NATIVE_LINEAR_MAX_ROWS={value!r}: use a whole number of rows (above it MKL "
-                         "multiplies the widened weight; unset: every call through the native kernel)")
+        raise ValueError(f"TS_NATIVE_LINEAR_MAX_ROWS={value!r}: use a whole number of rows (above it MKL multiplies "
+                         f"the widened weight; default {MAX_ROWS}) or all (every call native: batch-invariant)")
     return rows
 
 
