@@ -510,9 +510,8 @@ def test_bfloat16_answers_are_the_same_bits_alone_and_batched(tok, monkeypatch):
     alone and among others (prefill steps of 1 to ~70 rows, decode steps of 1 to 6). MKL's float32
     GEMM on the widened weight (``TS_NATIVE_LINEAR_MAX_ROWS=0``) fails this. A wider model than
     the module's, so a step's matmuls run several row tiles and k slices."""
-    from ts.testing.tiny_llm import build_model
-
     from ts.llm.engine.fastpath import prepack
+    from ts.testing.tiny_llm import build_model
 
     if prepack.native_bfloat16():
         pytest.skip("this CPU has a bfloat16 GEMM: oneDNN's, whose rounding may depend on the rows")
